@@ -1,0 +1,102 @@
+import type { BoxEnv, StepName, VmState } from "@doppio/contracts";
+
+/**
+ * What a guest learns about itself before its first instruction after restore (QEMU:
+ * fw_cfg padded to METADATA_SIZE; Firecracker: MMDS under latest/meta-data/devbox).
+ * The guest's init applies it: address, MAC, hostname, env, clock, fresh secrets.
+ */
+export interface BoxMetadata {
+  slug: string;
+  site_url: string;
+  code_url: string;
+  env: BoxEnv;
+  network: { ip: string; prefix: number; gateway: string; mac: string; dns: string[] };
+  /** Fresh per clone: never shared between clones of one golden snapshot. */
+  secrets: { machine_id: string; seed: string; db_password: string; encryption_key: string; admin_password: string };
+  /** Wall clock at issue time (ms since epoch); the guest sets its clock from it. */
+  issued_at: number;
+  /** Bumped on every boot/restore so the guest knows to re-apply. */
+  generation: number;
+}
+
+/** Fixed size the metadata blob is padded to (fw_cfg keeps the size seen at module load). */
+export const METADATA_SIZE = 16 * 1024;
+
+export interface VmSpec {
+  slug: string;
+  template: string;
+  vcpu: number;
+  memoryMb: number;
+  diskGb: number;
+  /** Host network attachment chosen by the agent (TAP on a bridge, or user-mode). */
+  net: { ip: string; prefix: number; gateway: string; mac: string; tap: string | null };
+  metadata: BoxMetadata;
+}
+
+export interface TemplateSpec {
+  name: string;
+  version: string;
+  /** Guest ports that must answer before the box (or golden VM) counts as ready. */
+  readyPorts: number[];
+  memoryMb: number;
+  vcpu: number;
+}
+
+export interface GoldenInfo {
+  template: string;
+  version: string;
+  status: "missing" | "building" | "ready" | "stale" | "failed";
+  builtAt: string | null;
+  error: string | null;
+}
+
+/** Where the edge reaches a guest port: `host:port`, or null if that port is not reachable. */
+export type Upstream = (guestPort: number) => string | null;
+
+/** Progress reporting from inside an executor action; each step is timed by the caller. */
+export interface StepReporter {
+  step<T>(name: StepName, fn: () => Promise<T>): Promise<T>;
+  log(line: string): void;
+}
+
+/**
+ * One VMM backend. Every method first checks the host's real state, so running an
+ * action twice (after an agent crash) is harmless.
+ */
+export interface Executor {
+  readonly backend: "qemu" | "firecracker";
+  /** Restore a new box from the template's golden snapshot (copy-on-write disks). */
+  createFromGolden(spec: VmSpec, report: StepReporter): Promise<Upstream>;
+  /** Cold-boot a new box from the template image (fallback for the default template). */
+  createColdBoot(spec: VmSpec, report: StepReporter): Promise<Upstream>;
+  /** Cold-boot an existing box from its overlay + volume. */
+  start(spec: VmSpec, report: StepReporter): Promise<Upstream>;
+  /** Kill the VMM; keep overlay and volume. */
+  stop(slug: string, report: StepReporter): Promise<void>;
+  /** Remove every artifact of the box: overlay, volume, snapshot dir, serial log, socket. */
+  remove(slug: string, report: StepReporter): Promise<void>;
+  /** Rebuild from golden keeping identity; leaves the box running. */
+  reset(spec: VmSpec, report: StepReporter): Promise<Upstream>;
+  inspect(slug: string): Promise<VmState>;
+  /** Every box with artifacts on this host. */
+  list(): Promise<Array<{ slug: string; state: VmState }>>;
+  /** Upstream of a running box (after an agent restart), or null if not running. */
+  upstream(slug: string): Promise<Upstream | null>;
+  buildGolden(template: TemplateSpec, report: StepReporter): Promise<GoldenInfo>;
+  goldenStatus(template: string): Promise<GoldenInfo>;
+  /** Release host resources the executor holds (QMP sockets, timers). Does not stop VMs. */
+  close(): Promise<void>;
+}
+
+/**
+ * Host side of a VM's network (spec page 05 §2). Executors create the TAP before the
+ * VMM opens it and remove it on stop; every method tolerates "already done".
+ */
+export interface HostNetwork {
+  /** Bridge with the gateway address and the host-wide MASQUERADE rule. */
+  ensureBridge(): Promise<void>;
+  createTap(tap: string): Promise<void>;
+  removeTap(tap: string): Promise<void>;
+  /** TAPs this agent owns (by name prefix), for reconcile. */
+  listTaps(): Promise<string[]>;
+}

@@ -1,0 +1,100 @@
+import { z } from "zod";
+import { BoxEnv } from "./box.ts";
+import { JOB_ACTIONS, STEP_NAMES } from "./job.ts";
+
+/** Payload of every box job: everything the agent needs, so it never calls back for intent. */
+export const BoxJobPayload = z.object({
+  slug: z.string(),
+  template: z.string(),
+  templateVersion: z.string(),
+  vcpu: z.number().int().positive(),
+  memoryMb: z.number().int().positive(),
+  diskGb: z.number().int().positive(),
+  env: BoxEnv,
+  owner: z.string(),
+  /** Site URL is public unless false; code and dev ports are always owner-only. */
+  sitePublic: z.boolean().default(true),
+});
+export type BoxJobPayload = z.infer<typeof BoxJobPayload>;
+
+export const TemplateJobPayload = z.object({
+  template: z.string(),
+  templateVersion: z.string(),
+});
+export type TemplateJobPayload = z.infer<typeof TemplateJobPayload>;
+
+/** A job as handed to an agent by `POST /agent/v1/jobs/claim`. */
+export const ClaimedJob = z.object({
+  id: z.string(),
+  action: z.enum(JOB_ACTIONS),
+  box: z.string().nullable(),
+  payload: z.record(z.string(), z.unknown()),
+  attempt: z.number().int(),
+  leaseExpiresAt: z.string(),
+});
+export type ClaimedJob = z.infer<typeof ClaimedJob>;
+
+export const ClaimRequest = z.strictObject({
+  /** How many jobs the agent can take now. */
+  max: z.number().int().min(1).max(64).default(1),
+  /** How long to hold the request open when nothing is pending. */
+  waitMs: z.number().int().min(0).max(30_000).default(25_000),
+});
+export const ClaimResponse = z.object({ jobs: z.array(ClaimedJob) });
+export type ClaimResponse = z.infer<typeof ClaimResponse>;
+
+/**
+ * Events an agent reports for a job, each with a per-job monotonic `seq` starting at 1.
+ * The control plane applies an event once; a `seq` at or below the last applied is
+ * acknowledged and ignored; nothing changes a job after its `result`.
+ */
+export const JobEvent = z.discriminatedUnion("type", [
+  z.object({ seq: z.number().int().positive(), at: z.string(), type: z.literal("started") }),
+  z.object({
+    seq: z.number().int().positive(),
+    at: z.string(),
+    type: z.literal("step"),
+    name: z.enum(STEP_NAMES),
+    status: z.enum(["running", "succeeded", "failed"]),
+    detail: z.string().max(2000).optional(),
+  }),
+  z.object({ seq: z.number().int().positive(), at: z.string(), type: z.literal("log"), line: z.string().max(8000) }),
+  z.object({
+    seq: z.number().int().positive(),
+    at: z.string(),
+    type: z.literal("result"),
+    ok: z.boolean(),
+    error: z.string().max(4000).optional(),
+    /** Facts the control plane records on the box, e.g. `{ ip }`. */
+    data: z.record(z.string(), z.unknown()).optional(),
+  }),
+]);
+export type JobEvent = z.infer<typeof JobEvent>;
+
+export const JobEventsRequest = z.strictObject({ events: z.array(JobEvent).min(1).max(500) });
+export const JobEventsResponse = z.object({ applied: z.number().int(), lastSeq: z.number().int() });
+
+export const VM_STATES = ["running", "stopped", "exited", "gone"] as const;
+export type VmState = (typeof VM_STATES)[number];
+
+export const Heartbeat = z.strictObject({
+  version: z.string().max(64),
+  backend: z.enum(["qemu", "firecracker"]),
+  capacity: z.object({
+    vcpu: z.number().int().nonnegative(),
+    memoryMb: z.number().int().nonnegative(),
+    diskGb: z.number().int().nonnegative(),
+  }),
+  vms: z
+    .array(z.object({ slug: z.string(), state: z.enum(VM_STATES), ip: z.string().nullable() }))
+    .max(10_000),
+  golden: z.record(z.string(), z.object({ status: z.enum(["missing", "building", "ready", "stale", "failed"]), version: z.string().nullable() })),
+});
+export type Heartbeat = z.infer<typeof Heartbeat>;
+
+export const HeartbeatResponse = z.object({
+  /** Boxes the control plane believes are on this host, with their desired state. */
+  boxes: z.array(z.object({ slug: z.string(), desiredState: z.enum(["running", "stopped", "deleted"]) })),
+  drift: z.array(z.object({ slug: z.string(), expected: z.string(), observed: z.string() })),
+});
+export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;

@@ -1,0 +1,101 @@
+import { z } from "zod";
+import { BOX_SIZES, BoxSize } from "./box.ts";
+
+export const PASSWORD_MIN = 10;
+
+export const Email = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .max(254)
+  .regex(/^[^\s@]+@[^\s@]+\.[^\s@]+$/, "must be an email address");
+
+export const SignupRequest = z.strictObject({
+  email: Email,
+  password: z.string().min(PASSWORD_MIN, `password must be at least ${PASSWORD_MIN} characters`).max(256),
+  name: z.string().trim().min(1).max(100).optional(),
+});
+export const LoginRequest = z.strictObject({ email: Email, password: z.string().min(1).max(256) });
+
+export const ROLES = ["user", "admin"] as const;
+export type Role = (typeof ROLES)[number];
+
+export const Me = z.object({
+  id: z.string(),
+  email: z.string(),
+  name: z.string().nullable(),
+  role: z.enum(ROLES),
+  team: z.object({ id: z.string(), name: z.string() }),
+});
+export type Me = z.infer<typeof Me>;
+
+export const CreateTokenRequest = z.strictObject({ name: z.string().trim().min(1).max(100) });
+export const ApiToken = z.object({
+  id: z.string(),
+  name: z.string(),
+  prefix: z.string(),
+  createdAt: z.string(),
+  lastUsedAt: z.string().nullable(),
+});
+export type ApiToken = z.infer<typeof ApiToken>;
+/** Returned once at creation; the secret is never shown again. */
+export const CreatedToken = ApiToken.extend({ token: z.string() });
+
+export const Template = z.object({
+  name: z.string(),
+  title: z.string(),
+  description: z.string(),
+  version: z.string(),
+  defaultSize: BoxSize,
+  /** Server names where a golden snapshot of this version is ready. */
+  readyOn: z.array(z.string()),
+});
+export type Template = z.infer<typeof Template>;
+
+export const SERVER_STATUSES = ["pending", "preparing", "active", "broken", "archived"] as const;
+export type ServerStatus = (typeof SERVER_STATUSES)[number];
+export const BACKENDS = ["qemu", "firecracker"] as const;
+export type Backend = (typeof BACKENDS)[number];
+
+const ServerName = z
+  .string()
+  .min(2)
+  .max(40)
+  .regex(/^[a-z][a-z0-9-]*[a-z0-9]$/, "server names are lowercase letters, digits and hyphens");
+const Domain = z
+  .string()
+  .min(3)
+  .max(200)
+  .regex(/^(?=.{1,200}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, "must be a DNS name");
+
+export const RegisterServerRequest = z.strictObject({
+  name: ServerName,
+  domain: Domain,
+  backend: z.enum(BACKENDS).default("firecracker"),
+  capacity: z.strictObject({
+    vcpu: z.number().int().positive().max(4096),
+    memoryMb: z.number().int().positive().max(64 * 1024 * 1024),
+    diskGb: z.number().int().positive().max(1024 * 1024),
+  }),
+  /** URL scheme and port the box URLs use (local mode uses http and a high port). */
+  publicScheme: z.enum(["https", "http"]).default("https"),
+  publicPort: z.number().int().min(1).max(65535).optional(),
+  status: z.enum(SERVER_STATUSES).default("active"),
+});
+export type RegisterServerRequest = z.infer<typeof RegisterServerRequest>;
+
+export const Server = z.object({
+  name: z.string(),
+  domain: z.string(),
+  status: z.enum(SERVER_STATUSES),
+  backend: z.enum(BACKENDS),
+  capacity: z.object({ vcpu: z.number(), memoryMb: z.number(), diskGb: z.number() }),
+  used: z.object({ vcpu: z.number(), memoryMb: z.number(), diskGb: z.number() }),
+  agentVersion: z.string().nullable(),
+  lastHeartbeatAt: z.string().nullable(),
+  golden: z.record(z.string(), z.object({ status: z.string(), version: z.string().nullable() })),
+});
+export type Server = z.infer<typeof Server>;
+export const RegisteredServer = Server.extend({ agentToken: z.string() });
+
+export const SIZES = Object.entries(BOX_SIZES).map(([name, s]) => ({ name, ...s }));

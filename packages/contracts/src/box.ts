@@ -1,0 +1,130 @@
+import { z } from "zod";
+import { Slug } from "./slug.ts";
+
+/** What the user wants the box to be. */
+export const DESIRED_STATES = ["running", "stopped", "deleted"] as const;
+export type DesiredState = (typeof DESIRED_STATES)[number];
+
+/** What the platform last observed (or is doing). */
+export const BOX_STATUSES = [
+  "pending", // accepted, job not yet picked up
+  "creating",
+  "starting",
+  "running",
+  "stopping",
+  "stopped",
+  "resetting",
+  "deleting",
+  "deleted",
+  "error",
+] as const;
+export type BoxStatus = (typeof BOX_STATUSES)[number];
+
+export const BOX_ACTIONS = ["create", "start", "stop", "reset", "delete"] as const;
+export type BoxAction = (typeof BOX_ACTIONS)[number];
+
+/** Which user action is allowed in which observed state. `create` is only ever the first job. */
+const ALLOWED: Record<BoxStatus, readonly BoxAction[]> = {
+  pending: ["delete"],
+  creating: ["delete"],
+  starting: ["delete"],
+  running: ["stop", "reset", "delete"],
+  stopping: ["delete"],
+  stopped: ["start", "reset", "delete"],
+  resetting: ["delete"],
+  deleting: [],
+  deleted: [],
+  error: ["start", "stop", "reset", "delete"],
+};
+
+export function allowedActions(status: BoxStatus): readonly BoxAction[] {
+  return ALLOWED[status];
+}
+
+export function canPerform(status: BoxStatus, action: BoxAction): boolean {
+  return ALLOWED[status].includes(action);
+}
+
+/** Status a box shows while a job for `action` is queued or running. */
+export const IN_FLIGHT_STATUS: Record<BoxAction, BoxStatus> = {
+  create: "creating",
+  start: "starting",
+  stop: "stopping",
+  reset: "resetting",
+  delete: "deleting",
+};
+
+/** Status after the job for `action` succeeded, and the desired state the action sets. */
+export const SETTLED_STATUS: Record<BoxAction, BoxStatus> = {
+  create: "running",
+  start: "running",
+  stop: "stopped",
+  reset: "running",
+  delete: "deleted",
+};
+export const DESIRED_AFTER: Record<BoxAction, DesiredState> = {
+  create: "running",
+  start: "running",
+  stop: "stopped",
+  reset: "running",
+  delete: "deleted",
+};
+
+export const BOX_SIZES = {
+  small: { vcpu: 1, memoryMb: 2048, diskGb: 10 },
+  medium: { vcpu: 2, memoryMb: 4096, diskGb: 20 },
+  large: { vcpu: 4, memoryMb: 8192, diskGb: 40 },
+} as const;
+export type BoxSizeName = keyof typeof BOX_SIZES;
+export const BoxSize = z.enum(Object.keys(BOX_SIZES) as [BoxSizeName, ...BoxSizeName[]]);
+
+export interface BoxUrls {
+  site: string;
+  code: string;
+  /** Template for dev ports; replace `{port}`. */
+  devPort: string;
+}
+
+/** The URL scheme of architecture.md: site, code-server and dev-port hosts per box. */
+export function boxUrls(slug: string, domain: string, scheme: "https" | "http" = "https", port?: number): BoxUrls {
+  const suffix = port && port !== (scheme === "https" ? 443 : 80) ? `:${port}` : "";
+  return {
+    site: `${scheme}://${slug}.site.${domain}${suffix}`,
+    code: `${scheme}://${slug}.code.${domain}${suffix}`,
+    devPort: `${scheme}://{port}-${slug}.code.${domain}${suffix}`,
+  };
+}
+
+/** Environment variable names users may set; values are strings. */
+export const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+export const BoxEnv = z
+  .record(z.string().regex(ENV_NAME_RE, "environment variable names are letters, digits and _"), z.string().max(4096))
+  .refine((env) => Object.keys(env).length <= 64, "at most 64 environment variables");
+export type BoxEnv = z.infer<typeof BoxEnv>;
+
+export const CreateBoxRequest = z.strictObject({
+  name: Slug.optional(),
+  template: z.string().min(1).max(64),
+  size: BoxSize.optional(),
+  env: BoxEnv.optional(),
+});
+export type CreateBoxRequest = z.infer<typeof CreateBoxRequest>;
+
+export const UpdateBoxRequest = z.strictObject({ env: BoxEnv });
+
+export const Box = z.object({
+  slug: z.string(),
+  template: z.string(),
+  size: BoxSize,
+  desiredState: z.enum(DESIRED_STATES),
+  status: z.enum(BOX_STATUSES),
+  statusReason: z.string().nullable(),
+  server: z.string().nullable(),
+  ip: z.string().nullable(),
+  urls: z.object({ site: z.string(), code: z.string(), devPort: z.string() }).nullable(),
+  env: z.record(z.string(), z.string()),
+  allowedActions: z.array(z.enum(BOX_ACTIONS)),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+});
+export type Box = z.infer<typeof Box>;

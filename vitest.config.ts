@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["packages/*/test/**/*.test.ts", "apps/*/test/**/*.test.ts"],
+    testTimeout: 30_000,
+    hookTimeout: 120_000,
+    // Suites start real servers (Postgres, Caddy, QEMU); keep workers low on 2 cores.
+    maxWorkers: 2,
+    reporters: ["default"],
+  },
+});
