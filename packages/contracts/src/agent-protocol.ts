@@ -58,7 +58,12 @@ export const JobEvent = z.discriminatedUnion("type", [
     status: z.enum(["running", "succeeded", "failed"]),
     detail: z.string().max(2000).optional(),
   }),
-  z.object({ seq: z.number().int().positive(), at: z.string(), type: z.literal("log"), line: z.string().max(8000) }),
+  z.object({
+    seq: z.number().int().positive(),
+    at: z.string(),
+    type: z.literal("log"),
+    line: z.string().max(8000),
+  }),
   z.object({
     seq: z.number().int().positive(),
     at: z.string(),
@@ -88,7 +93,15 @@ export const Heartbeat = z.strictObject({
   vms: z
     .array(z.object({ slug: z.string(), state: z.enum(VM_STATES), ip: z.string().nullable() }))
     .max(10_000),
-  golden: z.record(z.string(), z.object({ status: z.enum(["missing", "building", "ready", "stale", "failed"]), version: z.string().nullable() })),
+  golden: z.record(
+    z.string(),
+    z.object({
+      status: z.enum(["missing", "building", "ready", "stale", "failed"]),
+      version: z.string().nullable(),
+    }),
+  ),
+  /** Ids of jobs the agent holds (queued or running): their leases are extended. */
+  jobs: z.array(z.string()).max(10_000).default([]),
 });
 export type Heartbeat = z.infer<typeof Heartbeat>;
 

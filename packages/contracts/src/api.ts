@@ -66,7 +66,10 @@ const Domain = z
   .string()
   .min(3)
   .max(200)
-  .regex(/^(?=.{1,200}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, "must be a DNS name");
+  .regex(
+    /^(?=.{1,200}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/,
+    "must be a DNS name",
+  );
 
 export const RegisterServerRequest = z.strictObject({
   name: ServerName,
@@ -74,8 +77,16 @@ export const RegisterServerRequest = z.strictObject({
   backend: z.enum(BACKENDS).default("firecracker"),
   capacity: z.strictObject({
     vcpu: z.number().int().positive().max(4096),
-    memoryMb: z.number().int().positive().max(64 * 1024 * 1024),
-    diskGb: z.number().int().positive().max(1024 * 1024),
+    memoryMb: z
+      .number()
+      .int()
+      .positive()
+      .max(64 * 1024 * 1024),
+    diskGb: z
+      .number()
+      .int()
+      .positive()
+      .max(1024 * 1024),
   }),
   /** URL scheme and port the box URLs use (local mode uses http and a high port). */
   publicScheme: z.enum(["https", "http"]).default("https"),

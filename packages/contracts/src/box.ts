@@ -86,7 +86,12 @@ export interface BoxUrls {
 }
 
 /** The URL scheme of architecture.md: site, code-server and dev-port hosts per box. */
-export function boxUrls(slug: string, domain: string, scheme: "https" | "http" = "https", port?: number): BoxUrls {
+export function boxUrls(
+  slug: string,
+  domain: string,
+  scheme: "https" | "http" = "https",
+  port?: number,
+): BoxUrls {
   const suffix = port && port !== (scheme === "https" ? 443 : 80) ? `:${port}` : "";
   return {
     site: `${scheme}://${slug}.site.${domain}${suffix}`,
@@ -98,7 +103,10 @@ export function boxUrls(slug: string, domain: string, scheme: "https" | "http" =
 /** Environment variable names users may set; values are strings. */
 export const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 export const BoxEnv = z
-  .record(z.string().regex(ENV_NAME_RE, "environment variable names are letters, digits and _"), z.string().max(4096))
+  .record(
+    z.string().regex(ENV_NAME_RE, "environment variable names are letters, digits and _"),
+    z.string().max(4096),
+  )
   .refine((env) => Object.keys(env).length <= 64, "at most 64 environment variables");
 export type BoxEnv = z.infer<typeof BoxEnv>;
 

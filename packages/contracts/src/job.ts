@@ -1,6 +1,14 @@
 import { z } from "zod";
 
-export const JOB_ACTIONS = ["create", "start", "stop", "delete", "reset", "build_golden", "build_image"] as const;
+export const JOB_ACTIONS = [
+  "create",
+  "start",
+  "stop",
+  "delete",
+  "reset",
+  "build_golden",
+  "build_image",
+] as const;
 export type JobAction = (typeof JOB_ACTIONS)[number];
 
 /**

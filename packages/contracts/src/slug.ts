@@ -24,8 +24,50 @@ export const Slug = z.string().superRefine((value, ctx) => {
   if (problem) ctx.addIssue({ code: "custom", message: `slug ${problem}` });
 });
 
-const ADJECTIVES = ["amber", "brisk", "calm", "deft", "eager", "fleet", "gentle", "hazel", "ivory", "jolly", "keen", "lucid", "mellow", "nimble", "olive", "plucky", "quiet", "rapid", "sunny", "tidy"];
-const NOUNS = ["badger", "comet", "delta", "ember", "falcon", "grove", "harbor", "island", "jasper", "kestrel", "lagoon", "meadow", "nebula", "orchid", "pepper", "quartz", "river", "summit", "tundra", "walnut"];
+const ADJECTIVES = [
+  "amber",
+  "brisk",
+  "calm",
+  "deft",
+  "eager",
+  "fleet",
+  "gentle",
+  "hazel",
+  "ivory",
+  "jolly",
+  "keen",
+  "lucid",
+  "mellow",
+  "nimble",
+  "olive",
+  "plucky",
+  "quiet",
+  "rapid",
+  "sunny",
+  "tidy",
+];
+const NOUNS = [
+  "badger",
+  "comet",
+  "delta",
+  "ember",
+  "falcon",
+  "grove",
+  "harbor",
+  "island",
+  "jasper",
+  "kestrel",
+  "lagoon",
+  "meadow",
+  "nebula",
+  "orchid",
+  "pepper",
+  "quartz",
+  "river",
+  "summit",
+  "tundra",
+  "walnut",
+];
 
 /** A readable random slug, e.g. `brisk-falcon-3f9a`. `random` returns [0,1). */
 export function generateSlug(random: () => number = Math.random): string {

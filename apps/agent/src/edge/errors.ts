@@ -1,0 +1,23 @@
+export const EDGE_ERROR_CODES = [
+  /** The Caddy admin API could not be reached at all. */
+  "caddy_unreachable",
+  /** The admin API answered with a non-2xx status. */
+  "caddy_rejected",
+  /** The admin API answered with something that is not the JSON we expected. */
+  "caddy_bad_response",
+  /** The agent's edge key file exists but cannot be used. */
+  "bad_key_file",
+] as const;
+export type EdgeErrorCode = (typeof EDGE_ERROR_CODES)[number];
+
+export class EdgeError extends Error {
+  override readonly name = "EdgeError";
+  readonly code: EdgeErrorCode;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(code: EdgeErrorCode, message: string, opts: { cause?: unknown; details?: Record<string, unknown> } = {}) {
+    super(message, { cause: opts.cause });
+    this.code = code;
+    this.details = opts.details;
+  }
+}

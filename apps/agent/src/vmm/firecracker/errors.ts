@@ -1,0 +1,36 @@
+export const FIRECRACKER_ERROR_CODES = [
+  /** Firecracker answered with a non-2xx status; `faultMessage` holds its `fault_message`. */
+  "api_rejected",
+  /** The API socket did not answer (process gone, socket missing, malformed reply). */
+  "api_unreachable",
+  "timeout",
+  "spawn_failed",
+  /** The box has no artifacts on this host. */
+  "not_found",
+  "golden_missing",
+  "disk_failed",
+  "prerequisite_missing",
+  "no_uid_free",
+] as const;
+export type FirecrackerErrorCode = (typeof FIRECRACKER_ERROR_CODES)[number];
+
+export class FirecrackerError extends Error {
+  override readonly name = "FirecrackerError";
+  readonly code: FirecrackerErrorCode;
+  /** HTTP status and method/path of a rejected API call, when there was one. */
+  readonly status: number | null;
+  readonly request: string | null;
+  readonly faultMessage: string | null;
+
+  constructor(
+    code: FirecrackerErrorCode,
+    message: string,
+    opts: { cause?: unknown; status?: number; request?: string; faultMessage?: string } = {},
+  ) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.code = code;
+    this.status = opts.status ?? null;
+    this.request = opts.request ?? null;
+    this.faultMessage = opts.faultMessage ?? null;
+  }
+}

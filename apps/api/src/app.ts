@@ -1,0 +1,128 @@
+import { existsSync } from "node:fs";
+import cookie from "@fastify/cookie";
+import rateLimit from "@fastify/rate-limit";
+import fastifyStatic from "@fastify/static";
+import swagger from "@fastify/swagger";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import {
+  jsonSchemaTransform,
+  serializerCompiler,
+  validatorCompiler,
+  type ZodTypeProvider,
+} from "fastify-type-provider-zod";
+import type { Logger } from "pino";
+import type { ApiConfig } from "./config.ts";
+import { type Clock, type Ctx, systemClock } from "./context.ts";
+import type { Database } from "./db/client.ts";
+import { installErrorHandling } from "./http/errors.ts";
+import { createMetrics } from "./metrics.ts";
+import { Bus } from "./realtime/bus.ts";
+import { agentRoutes } from "./routes/agent.ts";
+import { authRoutes } from "./routes/auth.ts";
+import { boxRoutes } from "./routes/boxes.ts";
+import { eventRoutes } from "./routes/events.ts";
+import { serverRoutes } from "./routes/servers.ts";
+import { reapExpiredJobs } from "./services/jobs.ts";
+import { seedTemplates } from "./services/templates.ts";
+
+export interface AppDeps {
+  config: ApiConfig;
+  database: Database;
+  logger: Logger;
+  clock?: Clock;
+}
+
+export interface ControlPlane {
+  app: FastifyInstance;
+  ctx: Ctx;
+  /** Runs the lease reaper on its interval until `close()`. */
+  startReaper(): void;
+  close(): Promise<void>;
+}
+
+export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
+  const { config } = deps;
+  const app = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    bodyLimit: config.bodyLimitBytes,
+    // Long-polls outlive the default timeouts; keep-alive must outlast the longest claim.
+    keepAliveTimeout: config.maxClaimWaitMs + 10_000,
+    requestTimeout: config.maxClaimWaitMs + 30_000,
+    disableRequestLogging: true,
+  }).withTypeProvider<ZodTypeProvider>();
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+
+  const ctx: Ctx = {
+    db: deps.database.db,
+    config,
+    clock: deps.clock ?? systemClock,
+    bus: new Bus(),
+    log: deps.logger,
+    metrics: createMetrics(),
+  };
+
+  installErrorHandling(app);
+  await app.register(cookie);
+  await app.register(rateLimit, { global: false });
+  await app.register(swagger, {
+    openapi: {
+      info: { title: "doppiobox control plane", version: "1" },
+      components: {
+        securitySchemes: {
+          session: { type: "apiKey", in: "cookie", name: "doppio_session" },
+          bearer: { type: "http", scheme: "bearer" },
+        },
+      },
+    },
+    transform: jsonSchemaTransform,
+  });
+
+  app.addHook("onResponse", async (req, reply) => {
+    ctx.metrics.httpDuration.observe(
+      { method: req.method, route: req.routeOptions.url ?? "unmatched", status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
+  });
+
+  app.get("/healthz", { schema: { hide: true } }, async () => {
+    await ctx.db.execute("select 1");
+    return { ok: true, database: deps.database.kind };
+  });
+  app.get("/metrics", { schema: { hide: true } }, async (_req, reply) => {
+    reply.header("content-type", ctx.metrics.registry.contentType);
+    return ctx.metrics.registry.metrics();
+  });
+  app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
+
+  await app.register(authRoutes(ctx), { prefix: "/api/v1" });
+  await app.register(boxRoutes(ctx), { prefix: "/api/v1" });
+  await app.register(serverRoutes(ctx), { prefix: "/api/v1" });
+  await app.register(eventRoutes(ctx), { prefix: "/api/v1" });
+  await app.register(agentRoutes(ctx), { prefix: "/agent/v1" });
+
+  if (config.dashboardDir && existsSync(config.dashboardDir)) {
+    await app.register(fastifyStatic, { root: config.dashboardDir, prefix: "/dashboard/", wildcard: false });
+    // Client-side routes under /dashboard/* all load the SPA.
+    app.get("/dashboard/*", { schema: { hide: true } }, (_req, reply) => reply.sendFile("index.html"));
+    app.get("/", { schema: { hide: true } }, (_req, reply) => reply.redirect("/dashboard/"));
+  }
+
+  await seedTemplates(ctx);
+
+  let reaper: NodeJS.Timeout | undefined;
+  return {
+    app: app as unknown as FastifyInstance,
+    ctx,
+    startReaper() {
+      reaper = setInterval(() => {
+        reapExpiredJobs(ctx).catch((err) => ctx.log.error({ err }, "reaper failed"));
+      }, config.reaperIntervalMs);
+      reaper.unref();
+    },
+    async close() {
+      clearInterval(reaper);
+      await app.close();
+    },
+  };
+}

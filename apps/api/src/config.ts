@@ -1,0 +1,69 @@
+import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+
+/** The control plane's whole configuration, parsed once at start. */
+export const ApiConfig = z.strictObject({
+  host: z.string().default("127.0.0.1"),
+  port: z.coerce.number().int().min(0).max(65535).default(8080),
+  /** Where PGlite keeps its data directory and the control plane its keys. */
+  dataDir: z.string().default(".data/api"),
+  /** postgres://… switches from embedded PGlite to PostgreSQL. */
+  databaseUrl: z.string().url().optional(),
+  /** Public base URL of this control plane (used in links and cookie security). */
+  publicUrl: z.string().url().default("http://127.0.0.1:8080"),
+  logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  bodyLimitBytes: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(64 * 1024),
+  sessionTtlHours: z.coerce
+    .number()
+    .positive()
+    .default(24 * 14),
+  /** Signup/login attempts allowed per client address per minute. */
+  authRateLimitPerMinute: z.coerce.number().int().positive().default(20),
+  /** How long a delivered job may wait for its first event before it goes back to pending. */
+  deliveryLeaseMs: z.coerce.number().int().positive().default(60_000),
+  /** How long a running job may go without any word from its agent before it fails. */
+  runningLeaseMs: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(15 * 60_000),
+  /** A server whose last heartbeat is older than this takes no new boxes. */
+  heartbeatFreshMs: z.coerce.number().int().positive().default(90_000),
+  reaperIntervalMs: z.coerce.number().int().positive().default(5_000),
+  /** Longest a claim long-poll may be held open. */
+  maxClaimWaitMs: z.coerce.number().int().positive().default(25_000),
+  /** Directory of the built dashboard, served under /dashboard when present. */
+  dashboardDir: z.string().optional(),
+});
+export type ApiConfig = z.infer<typeof ApiConfig>;
+
+const ENV_KEYS: Record<string, keyof ApiConfig> = {
+  DOPPIO_API_HOST: "host",
+  DOPPIO_API_PORT: "port",
+  DOPPIO_API_DATA_DIR: "dataDir",
+  DATABASE_URL: "databaseUrl",
+  DOPPIO_PUBLIC_URL: "publicUrl",
+  DOPPIO_LOG_LEVEL: "logLevel",
+  DOPPIO_DASHBOARD_DIR: "dashboardDir",
+};
+
+/** YAML file (path in DOPPIO_API_CONFIG) overlaid with the environment variables above. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
+  const file = env.DOPPIO_API_CONFIG;
+  const fromFile = file ? (parseYaml(readFileSync(file, "utf8")) ?? {}) : {};
+  const fromEnv: Record<string, string> = {};
+  for (const [key, field] of Object.entries(ENV_KEYS)) {
+    const value = env[key];
+    if (value !== undefined && value !== "") fromEnv[field] = value;
+  }
+  const parsed = ApiConfig.safeParse({ ...fromFile, ...fromEnv });
+  if (!parsed.success) {
+    throw new Error(`invalid control-plane configuration: ${z.prettifyError(parsed.error)}`);
+  }
+  return parsed.data;
+}

@@ -1,0 +1,20 @@
+import type { Logger } from "pino";
+import type { ApiConfig } from "./config.ts";
+import type { Db } from "./db/client.ts";
+import type { Metrics } from "./metrics.ts";
+import type { Bus } from "./realtime/bus.ts";
+
+export interface Clock {
+  now(): Date;
+}
+export const systemClock: Clock = { now: () => new Date() };
+
+/** Everything a route or service needs, built once in app.ts. */
+export interface Ctx {
+  db: Db;
+  config: ApiConfig;
+  clock: Clock;
+  bus: Bus;
+  log: Logger;
+  metrics: Metrics;
+}

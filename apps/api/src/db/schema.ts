@@ -1,0 +1,234 @@
+import type { StepName } from "@doppio/contracts";
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  boolean,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
+
+const id = () => text("id").primaryKey();
+const createdAt = () => timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow();
+const ts = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
+
+export const users = pgTable("users", {
+  id: id(),
+  email: text("email").notNull().unique(),
+  name: text("name"),
+  passwordHash: text("password_hash").notNull(),
+  role: text("role", { enum: ["user", "admin"] })
+    .notNull()
+    .default("user"),
+  createdAt: createdAt(),
+});
+
+export const teams = pgTable("teams", {
+  id: id(),
+  name: text("name").notNull(),
+  createdAt: createdAt(),
+});
+
+export const teamMembers = pgTable(
+  "team_members",
+  {
+    teamId: text("team_id")
+      .notNull()
+      .references(() => teams.id, { onDelete: "cascade" }),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    role: text("role", { enum: ["owner", "member"] })
+      .notNull()
+      .default("owner"),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.teamId, t.userId] }), index("team_members_user_idx").on(t.userId)],
+);
+
+export const sessions = pgTable(
+  "sessions",
+  {
+    /** sha256 of the cookie value; the raw value is never stored. */
+    tokenHash: text("token_hash").primaryKey(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    expiresAt: ts("expires_at").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("sessions_user_idx").on(t.userId)],
+);
+
+export const apiTokens = pgTable(
+  "api_tokens",
+  {
+    id: id(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    prefix: text("prefix").notNull(),
+    tokenHash: text("token_hash").notNull().unique(),
+    createdAt: createdAt(),
+    lastUsedAt: ts("last_used_at"),
+    revokedAt: ts("revoked_at"),
+  },
+  (t) => [index("api_tokens_user_idx").on(t.userId)],
+);
+
+export const servers = pgTable("servers", {
+  id: id(),
+  name: text("name").notNull().unique(),
+  domain: text("domain").notNull(),
+  status: text("status", { enum: ["pending", "preparing", "active", "broken", "archived"] })
+    .notNull()
+    .default("pending"),
+  backend: text("backend", { enum: ["qemu", "firecracker"] }).notNull(),
+  vcpu: integer("vcpu").notNull(),
+  memoryMb: integer("memory_mb").notNull(),
+  diskGb: integer("disk_gb").notNull(),
+  publicScheme: text("public_scheme", { enum: ["https", "http"] })
+    .notNull()
+    .default("https"),
+  publicPort: integer("public_port"),
+  agentTokenHash: text("agent_token_hash").notNull().unique(),
+  agentVersion: text("agent_version"),
+  lastHeartbeatAt: ts("last_heartbeat_at"),
+  /** Last inventory the agent reported (VMs and states). */
+  inventory: jsonb("inventory").$type<Array<{ slug: string; state: string; ip: string | null }>>(),
+  createdAt: createdAt(),
+});
+
+export const templates = pgTable("templates", {
+  name: text("name").primaryKey(),
+  title: text("title").notNull(),
+  description: text("description").notNull(),
+  version: text("version").notNull(),
+  defaultSize: text("default_size", { enum: ["small", "medium", "large"] }).notNull(),
+  isDefault: boolean("is_default").notNull().default(false),
+  createdAt: createdAt(),
+});
+
+/** Golden snapshot status of a template on a server, as the agent last reported it. */
+export const serverTemplates = pgTable(
+  "server_templates",
+  {
+    serverId: text("server_id")
+      .notNull()
+      .references(() => servers.id, { onDelete: "cascade" }),
+    template: text("template").notNull(),
+    status: text("status", { enum: ["missing", "building", "ready", "stale", "failed"] }).notNull(),
+    version: text("version"),
+    updatedAt: ts("updated_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.serverId, t.template] })],
+);
+
+export const boxes = pgTable(
+  "boxes",
+  {
+    id: id(),
+    slug: text("slug").notNull(),
+    teamId: text("team_id")
+      .notNull()
+      .references(() => teams.id),
+    ownerId: text("owner_id")
+      .notNull()
+      .references(() => users.id),
+    template: text("template")
+      .notNull()
+      .references(() => templates.name),
+    templateVersion: text("template_version").notNull(),
+    serverId: text("server_id").references(() => servers.id),
+    size: text("size", { enum: ["small", "medium", "large"] }).notNull(),
+    vcpu: integer("vcpu").notNull(),
+    memoryMb: integer("memory_mb").notNull(),
+    diskGb: integer("disk_gb").notNull(),
+    desiredState: text("desired_state", { enum: ["running", "stopped", "deleted"] }).notNull(),
+    status: text("status").notNull(),
+    statusReason: text("status_reason"),
+    ip: text("ip"),
+    sitePublic: boolean("site_public").notNull().default(true),
+    env: jsonb("env").$type<Record<string, string>>().notNull().default({}),
+    createdAt: createdAt(),
+    updatedAt: ts("updated_at").notNull().defaultNow(),
+    deletedAt: ts("deleted_at"),
+  },
+  (t) => [
+    // A slug names one live box platform-wide (it is part of its hostnames).
+    uniqueIndex("boxes_live_slug_idx").on(t.slug).where(sql`deleted_at IS NULL`),
+    index("boxes_team_idx").on(t.teamId),
+    index("boxes_server_idx").on(t.serverId),
+  ],
+);
+
+export const agentJobs = pgTable(
+  "agent_jobs",
+  {
+    id: id(),
+    action: text("action", {
+      enum: ["create", "start", "stop", "delete", "reset", "build_golden", "build_image"],
+    }).notNull(),
+    boxId: text("box_id").references(() => boxes.id),
+    serverId: text("server_id")
+      .notNull()
+      .references(() => servers.id),
+    payload: jsonb("payload").$type<Record<string, unknown>>().notNull(),
+    status: text("status", { enum: ["pending", "delivered", "running", "succeeded", "failed"] })
+      .notNull()
+      .default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    leaseExpiresAt: ts("lease_expires_at"),
+    /** Highest event sequence applied; events at or below it are ignored. */
+    lastSeq: integer("last_seq").notNull().default(0),
+    steps: jsonb("steps")
+      .$type<
+        Array<{
+          name: StepName;
+          status: "running" | "succeeded" | "failed";
+          startedAt: string;
+          finishedAt: string | null;
+          detail?: string | null;
+        }>
+      >()
+      .notNull()
+      .default([]),
+    log: text("log").notNull().default(""),
+    error: text("error"),
+    result: jsonb("result").$type<Record<string, unknown>>(),
+    /** Monotonic enqueue order (claim order), independent of clock resolution. */
+    seqNo: bigint("seq_no", { mode: "number" }).generatedAlwaysAsIdentity(),
+    createdAt: createdAt(),
+    startedAt: ts("started_at"),
+    finishedAt: ts("finished_at"),
+  },
+  (t) => [
+    index("agent_jobs_claim_idx").on(t.serverId, t.status, t.seqNo),
+    index("agent_jobs_box_idx").on(t.boxId),
+    // One lifecycle job in flight per box, enforced by the database itself.
+    uniqueIndex("agent_jobs_one_inflight_per_box_idx")
+      .on(t.boxId)
+      .where(sql`status IN ('pending', 'delivered', 'running') AND box_id IS NOT NULL`),
+  ],
+);
+
+export const auditEvents = pgTable(
+  "audit_events",
+  {
+    id: id(),
+    actorUserId: text("actor_user_id"),
+    actorServerId: text("actor_server_id"),
+    action: text("action").notNull(),
+    targetType: text("target_type", { enum: ["box", "server", "user", "token", "template"] }).notNull(),
+    targetId: text("target_id").notNull(),
+    data: jsonb("data").$type<Record<string, unknown>>(),
+    at: createdAt(),
+  },
+  (t) => [index("audit_target_idx").on(t.targetType, t.targetId)],
+);

@@ -1,0 +1,251 @@
+import {
+  allowedActions,
+  BOX_SIZES,
+  type BoxAction,
+  type BoxJobPayload,
+  type BoxStatus,
+  type CreateBoxRequest,
+  canPerform,
+  DESIRED_AFTER,
+  generateSlug,
+  IN_FLIGHT_STATUS,
+} from "@doppio/contracts";
+import { and, desc, eq, inArray, isNull, ne, sql } from "drizzle-orm";
+import { newId } from "../auth/secrets.ts";
+import type { Ctx } from "../context.ts";
+import type { Db } from "../db/client.ts";
+import { agentJobs, boxes, servers, serverTemplates, templates } from "../db/schema.ts";
+import { type Candidate, placeBox } from "../domain/placement.ts";
+import { AppError, notFound } from "../errors.ts";
+import { audit } from "./audit.ts";
+import { type BoxRow, publishBox } from "./box-view.ts";
+import { insertJob, type JobRow } from "./jobs.ts";
+import { isUniqueViolation, type Principal } from "./users.ts";
+
+type TemplateRow = typeof templates.$inferSelect;
+
+export async function findBox(ctx: Ctx, p: Principal, slug: string): Promise<BoxRow> {
+  // Another team's box and a missing box answer the same: not found.
+  const [row] = await ctx.db
+    .select()
+    .from(boxes)
+    .where(and(eq(boxes.slug, slug), eq(boxes.teamId, p.teamId), isNull(boxes.deletedAt)));
+  if (!row) throw notFound(`box "${slug}"`);
+  return row;
+}
+
+function jobPayload(box: BoxRow): BoxJobPayload {
+  return {
+    slug: box.slug,
+    template: box.template,
+    templateVersion: box.templateVersion,
+    vcpu: box.vcpu,
+    memoryMb: box.memoryMb,
+    diskGb: box.diskGb,
+    env: box.env,
+    owner: box.ownerId,
+    sitePublic: box.sitePublic,
+  };
+}
+
+/** Servers with what they have free and their golden status for the template, read in `tx`. */
+async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
+  const rows = await tx
+    .select()
+    .from(servers)
+    .where(eq(servers.status, "active"))
+    .orderBy(servers.name)
+    .for("update");
+  if (rows.length === 0) return [];
+  const used = await tx
+    .select({
+      serverId: boxes.serverId,
+      vcpu: sql<number>`coalesce(sum(${boxes.vcpu}), 0)::int`,
+      memoryMb: sql<number>`coalesce(sum(${boxes.memoryMb}), 0)::int`,
+      diskGb: sql<number>`coalesce(sum(${boxes.diskGb}), 0)::int`,
+    })
+    .from(boxes)
+    .where(isNull(boxes.deletedAt))
+    .groupBy(boxes.serverId);
+  const golden = await tx
+    .select()
+    .from(serverTemplates)
+    .where(and(eq(serverTemplates.template, template.name), eq(serverTemplates.version, template.version)));
+  return rows.map((s) => {
+    const u = used.find((x) => x.serverId === s.id);
+    return {
+      id: s.id,
+      name: s.name,
+      status: s.status,
+      lastHeartbeatAt: s.lastHeartbeatAt,
+      capacity: { vcpu: s.vcpu, memoryMb: s.memoryMb, diskGb: s.diskGb },
+      used: {
+        vcpu: Number(u?.vcpu ?? 0),
+        memoryMb: Number(u?.memoryMb ?? 0),
+        diskGb: Number(u?.diskGb ?? 0),
+      },
+      golden: golden.find((g) => g.serverId === s.id)?.status ?? null,
+    };
+  });
+}
+
+export async function createBox(
+  ctx: Ctx,
+  p: Principal,
+  req: CreateBoxRequest,
+): Promise<{ box: BoxRow; job: JobRow }> {
+  const [template] = await ctx.db.select().from(templates).where(eq(templates.name, req.template));
+  if (!template)
+    throw new AppError("validation_failed", `unknown template "${req.template}"`, { field: "template" });
+  const size = req.size ?? template.defaultSize;
+  const need = BOX_SIZES[size];
+  for (let attempt = 0; ; attempt++) {
+    const slug = req.name ?? generateSlug();
+    try {
+      const created = await ctx.db.transaction(async (tx) => {
+        const placement = placeBox(await candidates(tx, template), need, {
+          now: ctx.clock.now(),
+          heartbeatFreshMs: ctx.config.heartbeatFreshMs,
+          allowColdBoot: template.isDefault,
+        });
+        if (!placement.ok) {
+          throw new AppError("no_capacity", "no server can take this box right now; try again shortly", {
+            reasons: placement.reasons,
+          });
+        }
+        const now = ctx.clock.now();
+        const [box] = await tx
+          .insert(boxes)
+          .values({
+            id: newId(),
+            slug,
+            teamId: p.teamId,
+            ownerId: p.userId,
+            template: template.name,
+            templateVersion: template.version,
+            serverId: placement.server.id,
+            size,
+            ...need,
+            desiredState: "running",
+            status: IN_FLIGHT_STATUS.create,
+            env: req.env ?? {},
+            createdAt: now,
+            updatedAt: now,
+          })
+          .returning();
+        const job = await insertJob(ctx, tx, {
+          action: "create",
+          boxId: box!.id,
+          serverId: placement.server.id,
+          payload: jobPayload(box!),
+        });
+        await audit(ctx, tx, {
+          user: p.userId,
+          action: "box.create",
+          targetType: "box",
+          targetId: box!.id,
+          data: { slug },
+        });
+        return { box: box!, job };
+      });
+      ctx.bus.jobEnqueued(created.job.serverId);
+      await publishBox(ctx, created.box.id);
+      return created;
+    } catch (err) {
+      if (!isUniqueViolation(err)) throw err;
+      if (req.name)
+        throw new AppError("conflict", `a box named "${req.name}" already exists`, { field: "name" });
+      if (attempt >= 5) throw err;
+    }
+  }
+}
+
+/**
+ * Queues a lifecycle action. An identical action already in flight is returned as is
+ * (deduplicated); any other in-flight job makes this a conflict.
+ */
+export async function performAction(
+  ctx: Ctx,
+  p: Principal,
+  slug: string,
+  action: Exclude<BoxAction, "create">,
+): Promise<{ box: BoxRow; job: JobRow; deduplicated: boolean }> {
+  const box = await findBox(ctx, p, slug);
+  const [inflight] = await ctx.db
+    .select()
+    .from(agentJobs)
+    .where(and(eq(agentJobs.boxId, box.id), inArray(agentJobs.status, ["pending", "delivered", "running"])));
+  if (inflight) {
+    if (inflight.action === action) return { box, job: inflight, deduplicated: true };
+    throw new AppError("conflict", `box "${slug}" already has a ${inflight.action} job in progress`, {
+      job: inflight.id,
+      action: inflight.action,
+    });
+  }
+  if (!canPerform(box.status as BoxStatus, action)) {
+    throw new AppError("conflict", `cannot ${action} box "${slug}" while it is ${box.status}`, {
+      status: box.status,
+      allowedActions: allowedActions(box.status as BoxStatus),
+    });
+  }
+  try {
+    const result = await ctx.db.transaction(async (tx) => {
+      const now = ctx.clock.now();
+      const [updated] = await tx
+        .update(boxes)
+        .set({
+          status: IN_FLIGHT_STATUS[action],
+          desiredState: DESIRED_AFTER[action],
+          statusReason: null,
+          updatedAt: now,
+        })
+        .where(and(eq(boxes.id, box.id), eq(boxes.status, box.status)))
+        .returning();
+      if (!updated) throw new AppError("conflict", `box "${slug}" changed state; try again`);
+      const job = await insertJob(ctx, tx, {
+        action,
+        boxId: box.id,
+        serverId: box.serverId!,
+        payload: jobPayload(updated),
+      });
+      await audit(ctx, tx, {
+        user: p.userId,
+        action: `box.${action}`,
+        targetType: "box",
+        targetId: box.id,
+        data: { slug },
+      });
+      return { box: updated, job, deduplicated: false };
+    });
+    ctx.bus.jobEnqueued(result.job.serverId);
+    await publishBox(ctx, box.id);
+    return result;
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new AppError("conflict", `box "${slug}" already has a job in progress`);
+    throw err;
+  }
+}
+
+export async function listBoxes(ctx: Ctx, p: Principal) {
+  return ctx.db
+    .select({ box: boxes, server: servers })
+    .from(boxes)
+    .leftJoin(servers, eq(servers.id, boxes.serverId))
+    .where(and(eq(boxes.teamId, p.teamId), isNull(boxes.deletedAt)))
+    .orderBy(desc(boxes.createdAt));
+}
+
+export async function updateBoxEnv(
+  ctx: Ctx,
+  p: Principal,
+  slug: string,
+  env: Record<string, string>,
+): Promise<void> {
+  const box = await findBox(ctx, p, slug);
+  await ctx.db
+    .update(boxes)
+    .set({ env, updatedAt: ctx.clock.now() })
+    .where(and(eq(boxes.id, box.id), ne(boxes.status, "deleted")));
+  await audit(ctx, ctx.db, { user: p.userId, action: "box.env", targetType: "box", targetId: box.id });
+  await publishBox(ctx, box.id);
+}

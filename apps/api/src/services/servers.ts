@@ -1,0 +1,158 @@
+import type { Heartbeat, HeartbeatResponse, RegisterServerRequest, Server } from "@doppio/contracts";
+import { and, eq, isNull, sql } from "drizzle-orm";
+import { newId, newSecret, sha256 } from "../auth/secrets.ts";
+import type { Ctx } from "../context.ts";
+import { boxes, servers, serverTemplates } from "../db/schema.ts";
+import { AppError, notFound } from "../errors.ts";
+import { audit } from "./audit.ts";
+import { extendLeases } from "./jobs.ts";
+import { isUniqueViolation, type Principal } from "./users.ts";
+
+type ServerRow = typeof servers.$inferSelect;
+
+async function toServers(ctx: Ctx, rows: ServerRow[]): Promise<Server[]> {
+  const used = await ctx.db
+    .select({
+      serverId: boxes.serverId,
+      vcpu: sql<number>`coalesce(sum(${boxes.vcpu}), 0)::int`,
+      memoryMb: sql<number>`coalesce(sum(${boxes.memoryMb}), 0)::int`,
+      diskGb: sql<number>`coalesce(sum(${boxes.diskGb}), 0)::int`,
+    })
+    .from(boxes)
+    .where(isNull(boxes.deletedAt))
+    .groupBy(boxes.serverId);
+  const golden = await ctx.db.select().from(serverTemplates);
+  return rows.map((s) => {
+    const u = used.find((x) => x.serverId === s.id);
+    return {
+      name: s.name,
+      domain: s.domain,
+      status: s.status,
+      backend: s.backend,
+      capacity: { vcpu: s.vcpu, memoryMb: s.memoryMb, diskGb: s.diskGb },
+      used: {
+        vcpu: Number(u?.vcpu ?? 0),
+        memoryMb: Number(u?.memoryMb ?? 0),
+        diskGb: Number(u?.diskGb ?? 0),
+      },
+      agentVersion: s.agentVersion,
+      lastHeartbeatAt: s.lastHeartbeatAt?.toISOString() ?? null,
+      golden: Object.fromEntries(
+        golden
+          .filter((g) => g.serverId === s.id)
+          .map((g) => [g.template, { status: g.status, version: g.version }]),
+      ),
+    };
+  });
+}
+
+export async function listServers(ctx: Ctx): Promise<Server[]> {
+  return toServers(ctx, await ctx.db.select().from(servers).orderBy(servers.name));
+}
+
+export async function getServer(ctx: Ctx, name: string): Promise<Server> {
+  const rows = await ctx.db.select().from(servers).where(eq(servers.name, name));
+  if (rows.length === 0) throw notFound(`server "${name}"`);
+  return (await toServers(ctx, rows))[0]!;
+}
+
+export async function registerServer(
+  ctx: Ctx,
+  p: Principal,
+  req: RegisterServerRequest,
+): Promise<Server & { agentToken: string }> {
+  const agentToken = newSecret("dpa");
+  const id = newId();
+  try {
+    await ctx.db.insert(servers).values({
+      id,
+      name: req.name,
+      domain: req.domain,
+      status: req.status,
+      backend: req.backend,
+      ...req.capacity,
+      publicScheme: req.publicScheme,
+      publicPort: req.publicPort ?? null,
+      agentTokenHash: sha256(agentToken),
+      createdAt: ctx.clock.now(),
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new AppError("conflict", `a server named "${req.name}" already exists`);
+    throw err;
+  }
+  await audit(ctx, ctx.db, { user: p.userId, action: "server.register", targetType: "server", targetId: id });
+  return { ...(await getServer(ctx, req.name)), agentToken };
+}
+
+export async function rotateServerToken(
+  ctx: Ctx,
+  p: Principal,
+  name: string,
+): Promise<{ agentToken: string }> {
+  const agentToken = newSecret("dpa");
+  const rows = await ctx.db
+    .update(servers)
+    .set({ agentTokenHash: sha256(agentToken) })
+    .where(eq(servers.name, name))
+    .returning({ id: servers.id });
+  if (rows.length === 0) throw notFound(`server "${name}"`);
+  await audit(ctx, ctx.db, {
+    user: p.userId,
+    action: "server.rotate_token",
+    targetType: "server",
+    targetId: rows[0]!.id,
+  });
+  return { agentToken };
+}
+
+export async function serverForAgentToken(ctx: Ctx, token: string): Promise<ServerRow | null> {
+  const [row] = await ctx.db
+    .select()
+    .from(servers)
+    .where(eq(servers.agentTokenHash, sha256(token)));
+  return row && row.status !== "archived" ? row : null;
+}
+
+/**
+ * Records the host's truth: inventory, capacity, golden status, version. Returns the boxes
+ * the control plane expects on this host and where the observed state drifted from them.
+ */
+export async function recordHeartbeat(
+  ctx: Ctx,
+  server: ServerRow,
+  hb: Heartbeat,
+): Promise<HeartbeatResponse> {
+  const now = ctx.clock.now();
+  await ctx.db
+    .update(servers)
+    .set({ lastHeartbeatAt: now, agentVersion: hb.version, inventory: hb.vms })
+    .where(eq(servers.id, server.id));
+  for (const [template, g] of Object.entries(hb.golden)) {
+    await ctx.db
+      .insert(serverTemplates)
+      .values({ serverId: server.id, template, status: g.status, version: g.version, updatedAt: now })
+      .onConflictDoUpdate({
+        target: [serverTemplates.serverId, serverTemplates.template],
+        set: { status: g.status, version: g.version, updatedAt: now },
+      });
+  }
+  await extendLeases(ctx, server.id, hb.jobs);
+  const expected = await ctx.db
+    .select({ slug: boxes.slug, desiredState: boxes.desiredState, status: boxes.status })
+    .from(boxes)
+    .where(and(eq(boxes.serverId, server.id), isNull(boxes.deletedAt)));
+  const observed = new Map(hb.vms.map((v) => [v.slug, v.state]));
+  const drift: HeartbeatResponse["drift"] = [];
+  for (const box of expected) {
+    const seen = observed.get(box.slug) ?? "gone";
+    const settled = box.status === "running" || box.status === "stopped";
+    if (!settled) continue; // a job is moving it; the job's result is the truth
+    const matches = box.status === "running" ? seen === "running" : seen !== "running";
+    if (!matches) drift.push({ slug: box.slug, expected: box.status, observed: seen });
+  }
+  for (const [slug, state] of observed) {
+    if (!expected.some((b) => b.slug === slug)) drift.push({ slug, expected: "absent", observed: state });
+  }
+  if (drift.length > 0) ctx.log.warn({ server: server.name, drift }, "host state drifted from intent");
+  return { boxes: expected.map(({ slug, desiredState }) => ({ slug, desiredState })), drift };
+}

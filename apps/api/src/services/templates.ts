@@ -1,0 +1,81 @@
+import type { Template } from "@doppio/contracts";
+import { eq, sql } from "drizzle-orm";
+import type { Ctx } from "../context.ts";
+import { servers, serverTemplates, templates } from "../db/schema.ts";
+
+type TemplateRow = typeof templates.$inferInsert;
+
+/**
+ * The templates users can pick. Versions change when a recipe changes; agents rebuild the
+ * golden snapshot of a template whose version moved. `minimal` is the default because it is
+ * the one every host can build without network access (its cold boot is the fallback).
+ */
+export const TEMPLATE_CATALOG: Omit<TemplateRow, "createdAt">[] = [
+  {
+    name: "minimal",
+    title: "Minimal",
+    description: "A tiny Linux box answering on the site and code URLs; for trying the platform.",
+    version: "1",
+    defaultSize: "small",
+    isDefault: true,
+  },
+  {
+    name: "code",
+    title: "VS Code",
+    description: "Debian with git, Node, Python and VS Code in the browser.",
+    version: "1",
+    defaultSize: "medium",
+    isDefault: false,
+  },
+  {
+    name: "frappe",
+    title: "Frappe bench",
+    description: "Frappe v16 bench with a running site, MariaDB, Redis and VS Code in the browser.",
+    version: "1",
+    defaultSize: "medium",
+    isDefault: false,
+  },
+];
+
+export async function seedTemplates(ctx: Ctx): Promise<void> {
+  for (const t of TEMPLATE_CATALOG) {
+    await ctx.db
+      .insert(templates)
+      .values({ ...t, createdAt: ctx.clock.now() })
+      .onConflictDoUpdate({
+        target: templates.name,
+        set: {
+          title: t.title,
+          description: t.description,
+          version: t.version,
+          defaultSize: t.defaultSize,
+          isDefault: t.isDefault,
+        },
+      });
+  }
+}
+
+export async function getTemplate(ctx: Ctx, name: string) {
+  const [row] = await ctx.db.select().from(templates).where(eq(templates.name, name));
+  return row ?? null;
+}
+
+export async function listTemplates(ctx: Ctx): Promise<Template[]> {
+  const rows = await ctx.db
+    .select()
+    .from(templates)
+    .orderBy(sql`${templates.isDefault} DESC`, templates.name);
+  const ready = await ctx.db
+    .select({ template: serverTemplates.template, version: serverTemplates.version, server: servers.name })
+    .from(serverTemplates)
+    .innerJoin(servers, eq(servers.id, serverTemplates.serverId))
+    .where(eq(serverTemplates.status, "ready"));
+  return rows.map((t) => ({
+    name: t.name,
+    title: t.title,
+    description: t.description,
+    version: t.version,
+    defaultSize: t.defaultSize,
+    readyOn: ready.filter((r) => r.template === t.name && r.version === t.version).map((r) => r.server),
+  }));
+}

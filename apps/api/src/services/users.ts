@@ -1,0 +1,179 @@
+import type { ApiToken, Me, Role } from "@doppio/contracts";
+import { and, eq, gt, isNull } from "drizzle-orm";
+import { DUMMY_HASH, hashPassword, verifyPassword } from "../auth/password.ts";
+import { newId, newSecret, sha256 } from "../auth/secrets.ts";
+import type { Ctx } from "../context.ts";
+import { apiTokens, sessions, teamMembers, teams, users } from "../db/schema.ts";
+import { AppError, notFound } from "../errors.ts";
+import { audit } from "./audit.ts";
+
+export interface Principal {
+  userId: string;
+  email: string;
+  name: string | null;
+  role: Role;
+  teamId: string;
+  teamName: string;
+}
+
+export async function signup(
+  ctx: Ctx,
+  input: { email: string; password: string; name?: string | undefined },
+): Promise<Principal> {
+  const passwordHash = await hashPassword(input.password);
+  const userId = newId();
+  const teamId = newId();
+  const teamName = `${input.name ?? input.email.split("@")[0]}'s team`;
+  try {
+    await ctx.db.transaction(async (tx) => {
+      // The first account on a fresh install administers it.
+      const anyUser = await tx.select({ id: users.id }).from(users).limit(1);
+      await tx.insert(users).values({
+        id: userId,
+        email: input.email,
+        name: input.name ?? null,
+        passwordHash,
+        role: anyUser.length === 0 ? "admin" : "user",
+        createdAt: ctx.clock.now(),
+      });
+      await tx.insert(teams).values({ id: teamId, name: teamName, createdAt: ctx.clock.now() });
+      await tx.insert(teamMembers).values({ teamId, userId, role: "owner", createdAt: ctx.clock.now() });
+      await audit(ctx, tx, { user: userId, action: "user.signup", targetType: "user", targetId: userId });
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) {
+      throw new AppError("conflict", "an account with this email already exists", { field: "email" });
+    }
+    throw err;
+  }
+  return (await principalForUser(ctx, userId))!;
+}
+
+export async function login(ctx: Ctx, email: string, password: string): Promise<Principal> {
+  const [user] = await ctx.db.select().from(users).where(eq(users.email, email));
+  const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_HASH);
+  if (!user || !ok) throw new AppError("unauthorized", "wrong email or password");
+  return (await principalForUser(ctx, user.id))!;
+}
+
+export async function principalForUser(ctx: Ctx, userId: string): Promise<Principal | null> {
+  const rows = await ctx.db
+    .select({ user: users, team: teams })
+    .from(users)
+    .innerJoin(teamMembers, eq(teamMembers.userId, users.id))
+    .innerJoin(teams, eq(teams.id, teamMembers.teamId))
+    .where(eq(users.id, userId))
+    .orderBy(teamMembers.createdAt)
+    .limit(1);
+  const row = rows[0];
+  if (!row) return null;
+  return {
+    userId: row.user.id,
+    email: row.user.email,
+    name: row.user.name,
+    role: row.user.role,
+    teamId: row.team.id,
+    teamName: row.team.name,
+  };
+}
+
+export function toMe(p: Principal): Me {
+  return {
+    id: p.userId,
+    email: p.email,
+    name: p.name,
+    role: p.role,
+    team: { id: p.teamId, name: p.teamName },
+  };
+}
+
+export async function createSession(ctx: Ctx, userId: string): Promise<{ token: string; expiresAt: Date }> {
+  const token = newSecret("dps");
+  const expiresAt = new Date(ctx.clock.now().getTime() + ctx.config.sessionTtlHours * 3_600_000);
+  await ctx.db
+    .insert(sessions)
+    .values({ tokenHash: sha256(token), userId, expiresAt, createdAt: ctx.clock.now() });
+  return { token, expiresAt };
+}
+
+export async function deleteSession(ctx: Ctx, token: string): Promise<void> {
+  await ctx.db.delete(sessions).where(eq(sessions.tokenHash, sha256(token)));
+}
+
+export async function principalForSession(ctx: Ctx, token: string): Promise<Principal | null> {
+  const [row] = await ctx.db
+    .select({ userId: sessions.userId })
+    .from(sessions)
+    .where(and(eq(sessions.tokenHash, sha256(token)), gt(sessions.expiresAt, ctx.clock.now())));
+  return row ? principalForUser(ctx, row.userId) : null;
+}
+
+export async function principalForApiToken(ctx: Ctx, token: string): Promise<Principal | null> {
+  const [row] = await ctx.db
+    .update(apiTokens)
+    .set({ lastUsedAt: ctx.clock.now() })
+    .where(and(eq(apiTokens.tokenHash, sha256(token)), isNull(apiTokens.revokedAt)))
+    .returning({ userId: apiTokens.userId });
+  return row ? principalForUser(ctx, row.userId) : null;
+}
+
+const toApiToken = (t: typeof apiTokens.$inferSelect): ApiToken => ({
+  id: t.id,
+  name: t.name,
+  prefix: t.prefix,
+  createdAt: t.createdAt.toISOString(),
+  lastUsedAt: t.lastUsedAt?.toISOString() ?? null,
+});
+
+export async function createApiToken(
+  ctx: Ctx,
+  p: Principal,
+  name: string,
+): Promise<ApiToken & { token: string }> {
+  const token = newSecret("dpb");
+  const [row] = await ctx.db
+    .insert(apiTokens)
+    .values({
+      id: newId(),
+      userId: p.userId,
+      name,
+      prefix: token.slice(0, 10),
+      tokenHash: sha256(token),
+      createdAt: ctx.clock.now(),
+    })
+    .returning();
+  await audit(ctx, ctx.db, {
+    user: p.userId,
+    action: "token.create",
+    targetType: "token",
+    targetId: row!.id,
+  });
+  return { ...toApiToken(row!), token };
+}
+
+export async function listApiTokens(ctx: Ctx, p: Principal): Promise<ApiToken[]> {
+  const rows = await ctx.db
+    .select()
+    .from(apiTokens)
+    .where(and(eq(apiTokens.userId, p.userId), isNull(apiTokens.revokedAt)))
+    .orderBy(apiTokens.createdAt);
+  return rows.map(toApiToken);
+}
+
+export async function revokeApiToken(ctx: Ctx, p: Principal, id: string): Promise<void> {
+  const rows = await ctx.db
+    .update(apiTokens)
+    .set({ revokedAt: ctx.clock.now() })
+    .where(and(eq(apiTokens.id, id), eq(apiTokens.userId, p.userId), isNull(apiTokens.revokedAt)))
+    .returning({ id: apiTokens.id });
+  if (rows.length === 0) throw notFound("token");
+  await audit(ctx, ctx.db, { user: p.userId, action: "token.revoke", targetType: "token", targetId: id });
+}
+
+/** Postgres unique_violation, from node-postgres or PGlite (the latter may wrap it in `cause`). */
+export function isUniqueViolation(err: unknown): boolean {
+  for (let e: unknown = err; e && typeof e === "object"; e = (e as { cause?: unknown }).cause) {
+    if ((e as { code?: unknown }).code === "23505") return true;
+  }
+  return false;
+}
