@@ -4,6 +4,7 @@ import {
   createPublicKey,
   generateKeyPairSync,
   type KeyObject,
+  randomBytes,
   sign as signBytes,
   timingSafeEqual,
   verify as verifyBytes,
@@ -30,6 +31,8 @@ export interface AccessClaims {
   aud: Audience;
   /** Expiry, seconds since the Unix epoch. */
   exp: number;
+  /** Random token id: two tokens minted in the same second still differ (single-use checks). */
+  jti?: string;
 }
 
 export const FAILURE_REASONS = [
@@ -60,14 +63,15 @@ export function sign(key: SigningKey, claims: AccessClaims): string {
   return `${payload}.${signPayload(key, payload).toString("base64url")}`;
 }
 
-/** Mint a token valid for `ttlSeconds` from `nowMs` (injected clock, ms since epoch). */
+/** Mint a token with a fresh `jti`, valid for `ttlSeconds` from `nowMs` (injected clock, ms since epoch). */
 export function mint(
   key: SigningKey,
-  claims: Omit<AccessClaims, "exp">,
+  claims: Omit<AccessClaims, "exp" | "jti">,
   ttlSeconds: number,
   nowMs: number,
 ): string {
-  return sign(key, { ...claims, exp: Math.floor(nowMs / 1000) + ttlSeconds });
+  const jti = randomBytes(9).toString("base64url");
+  return sign(key, { ...claims, exp: Math.floor(nowMs / 1000) + ttlSeconds, jti });
 }
 
 /**
@@ -99,7 +103,8 @@ export function verify(
   if (expect.sub !== undefined && claims.sub !== expect.sub) return { ok: false, reason: "wrong_subject" };
   if (expect.aud !== undefined && claims.aud !== expect.aud) return { ok: false, reason: "wrong_audience" };
   if (expect.usr !== undefined && claims.usr !== expect.usr) return { ok: false, reason: "wrong_user" };
-  return { ok: true, claims: { sub: claims.sub, usr: claims.usr, aud: claims.aud, exp: claims.exp } };
+  const { sub, usr, aud, exp, jti } = claims;
+  return { ok: true, claims: jti === undefined ? { sub, usr, aud, exp } : { sub, usr, aud, exp, jti } };
 }
 
 export function generateEd25519(): { privateKey: KeyObject; publicKey: KeyObject } {
@@ -144,6 +149,7 @@ function assertClaims(c: AccessClaims): void {
     typeof c.usr === "string" &&
     c.usr.length > 0 &&
     (AUDIENCES as readonly string[]).includes(c.aud) &&
-    Number.isSafeInteger(c.exp);
+    Number.isSafeInteger(c.exp) &&
+    (c.jti === undefined || (typeof c.jti === "string" && c.jti.length <= 64));
   if (!ok) throw new TypeError("access token claims need sub, usr, aud (code|site) and an integer exp");
 }

@@ -11,7 +11,8 @@ describe("access tokens (Ed25519)", () => {
   it("round-trips claims and honours the injected clock", () => {
     const token = mint(privateKey, claims, 60, NOW);
     const ok = verify(publicKey, token, NOW + 59_000, { sub: claims.sub, aud: "code", usr: "user-1" });
-    expect(ok).toEqual({ ok: true, claims: { ...claims, exp: NOW / 1000 + 60 } });
+    expect(ok).toEqual({ ok: true, claims: { ...claims, exp: NOW / 1000 + 60, jti: expect.any(String) } });
+    expect(mint(privateKey, claims, 60, NOW)).not.toBe(token);
     expect(verify(publicKey, token, NOW + 60_000)).toEqual({ ok: false, reason: "expired" });
   });
 

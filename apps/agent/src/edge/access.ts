@@ -1,8 +1,8 @@
 import { createSecretKey, type KeyObject, randomBytes } from "node:crypto";
 import { chmod, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { type Audience, mint, type VerifyResult, verify } from "./token.ts";
 import { EdgeError } from "./errors.ts";
+import { type Audience, mint, type VerifyResult, verify } from "./token.ts";
 
 export const ACCESS_COOKIE = "doppio_access";
 export const AUTH_PATH = "/__doppio/auth";
@@ -26,7 +26,10 @@ export async function loadOrCreateCookieKey(dataDir: string): Promise<KeyObject>
     raw = Buffer.from((await readFile(file, "utf8")).trim(), "base64url");
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
-      throw new EdgeError("bad_key_file", "cannot read the edge cookie key", { cause: err, details: { file } });
+      throw new EdgeError("bad_key_file", "cannot read the edge cookie key", {
+        cause: err,
+        details: { file },
+      });
     }
   }
   if (raw) {
@@ -83,16 +86,35 @@ export class EdgeAccess {
   }
 
   /** Check a hand-off token; on success it is spent and a Set-Cookie value is returned. */
-  exchange(token: string, p: Principal, secure: boolean): { ok: true; setCookie: string } | { ok: false; reason: string } {
+  exchange(
+    token: string,
+    p: Principal,
+    secure: boolean,
+  ): { ok: true; setCookie: string } | { ok: false; reason: string } {
     const now = this.#deps.now();
-    const result: VerifyResult = verify(this.#deps.controlPlaneKey, token, now, { sub: p.slug, usr: p.owner, aud: p.aud });
+    const result: VerifyResult = verify(this.#deps.controlPlaneKey, token, now, {
+      sub: p.slug,
+      usr: p.owner,
+      aud: p.aud,
+    });
     if (!result.ok) return result;
     this.#prune(now);
     const sig = token.slice(token.indexOf(".") + 1);
     if (this.#spent.has(sig)) return { ok: false, reason: "already_used" };
     this.#spent.set(sig, result.claims.exp);
-    const cookie = mint(this.#deps.cookieKey, { sub: p.slug, usr: p.owner, aud: p.aud }, COOKIE_TTL_SECONDS, now);
-    const attrs = [`${ACCESS_COOKIE}=${cookie}`, "Path=/", `Max-Age=${COOKIE_TTL_SECONDS}`, "HttpOnly", "SameSite=Lax"];
+    const cookie = mint(
+      this.#deps.cookieKey,
+      { sub: p.slug, usr: p.owner, aud: p.aud },
+      COOKIE_TTL_SECONDS,
+      now,
+    );
+    const attrs = [
+      `${ACCESS_COOKIE}=${cookie}`,
+      "Path=/",
+      `Max-Age=${COOKIE_TTL_SECONDS}`,
+      "HttpOnly",
+      "SameSite=Lax",
+    ];
     if (secure) attrs.push("Secure");
     return { ok: true, setCookie: attrs.join("; ") };
   }

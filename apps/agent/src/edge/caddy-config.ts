@@ -193,7 +193,10 @@ function forwardAuth(agentDial: string): Json {
         routes: [
           {
             handle: [
-              { handler: "headers", request: { set: { [UPSTREAM]: [`{http.reverse_proxy.header.${UPSTREAM}}`] } } },
+              {
+                handler: "headers",
+                request: { set: { [UPSTREAM]: [`{http.reverse_proxy.header.${UPSTREAM}}`] } },
+              },
             ],
           },
         ],
@@ -209,7 +212,11 @@ function proxy(set?: Record<string, string[]>): Json {
     replace: { Cookie: [{ search_regexp: `(^|;\\s*)${ACCESS_COOKIE}=[^;]*`, replace: "" }] },
   };
   if (set) request.set = set;
-  return { handler: "reverse_proxy", upstreams: [{ dial: `{http.request.header.${UPSTREAM}}` }], headers: { request } };
+  return {
+    handler: "reverse_proxy",
+    upstreams: [{ dial: `{http.request.header.${UPSTREAM}}` }],
+    headers: { request },
+  };
 }
 
 function gzip(): Json {

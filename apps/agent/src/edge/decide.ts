@@ -45,7 +45,12 @@ export function decide(req: EdgeRequest, deps: DecideDeps): Decision {
     const params = new URLSearchParams(q === -1 ? "" : req.uri.slice(q + 1));
     const result = deps.access.exchange(params.get("token") ?? "", principal, req.https);
     if (!result.ok) return { kind: "page", page: pages.badLink(result.reason), reason: result.reason };
-    return { kind: "redirect", location: safeNext(params.get("next")), setCookie: result.setCookie, reason: "signed_in" };
+    return {
+      kind: "redirect",
+      location: safeNext(params.get("next")),
+      setCookie: result.setCookie,
+      reason: "signed_in",
+    };
   }
 
   const isPrivate = box.kind !== "site" || !route.sitePublic;

@@ -15,7 +15,11 @@ export class EdgeError extends Error {
   readonly code: EdgeErrorCode;
   readonly details: Record<string, unknown> | undefined;
 
-  constructor(code: EdgeErrorCode, message: string, opts: { cause?: unknown; details?: Record<string, unknown> } = {}) {
+  constructor(
+    code: EdgeErrorCode,
+    message: string,
+    opts: { cause?: unknown; details?: Record<string, unknown> } = {},
+  ) {
     super(message, { cause: opts.cause });
     this.code = code;
     this.details = opts.details;

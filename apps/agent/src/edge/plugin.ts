@@ -8,7 +8,8 @@ export const UPSTREAM_HEADER = "x-doppio-upstream";
 
 export type EdgePluginOptions = DecideDeps;
 
-const HOSTNAME = /^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/i;
+const HOSTNAME =
+  /^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/i;
 
 /**
  * The agent side of the edge. Caddy calls these on loopback:
@@ -63,4 +64,3 @@ function fromLoopback(req: FastifyRequest): boolean {
   const a = req.socket.remoteAddress ?? "";
   return a.startsWith("127.") || a === "::1" || a.startsWith("::ffff:127.");
 }
-

@@ -1,0 +1,113 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Fastify, { type FastifyInstance } from "fastify";
+import { EdgeAccess, loadOrCreateCookieKey } from "../../src/edge/access.ts";
+import { HttpCaddyAdmin } from "../../src/edge/caddy-admin.ts";
+import { buildEdgeConfig } from "../../src/edge/caddy-config.ts";
+import { EdgeConfigKeeper } from "../../src/edge/edge-config.ts";
+import { edgePlugin } from "../../src/edge/plugin.ts";
+import { type BoxRoute, MemoryRouteTable } from "../../src/edge/routes.ts";
+import { type AccessClaims, generateEd25519, mint } from "../../src/edge/token.ts";
+import { freePort, TestCaddy } from "../support/caddy.ts";
+import { FakeGuest } from "./fixtures.ts";
+
+export const DOMAIN = "doppio.test";
+export const OWNER = "user-1";
+
+/** Guest ports a running test box answers on, each backed by a FakeGuest. */
+const ROLES = { 8000: "site", 9000: "socketio", 8888: "code", 5173: "dev" } as const;
+
+export interface Edge {
+  caddy: TestCaddy;
+  agent: FastifyInstance;
+  agentDial: string;
+  /** host:port of Caddy's box listener. */
+  edge: string;
+  routes: MemoryRouteTable;
+  keeper: EdgeConfigKeeper;
+  desiredConfig: Record<string, unknown>;
+  guests: FakeGuest[];
+  /** Test clock (ms); the agent reads it on every check. */
+  clock: { now: number };
+  box(slug: string, patch?: Partial<BoxRoute>): void;
+  /** A control-plane hand-off token. */
+  handoff(claims: Omit<AccessClaims, "exp">, ttlSeconds?: number): string;
+  close(): Promise<void>;
+}
+
+export async function startEdge(): Promise<Edge> {
+  const dataDir = await mkdtemp(join(tmpdir(), "doppio-edge-"));
+  const cp = generateEd25519();
+  const clock = { now: Date.now() };
+  const access = new EdgeAccess({
+    controlPlaneKey: cp.publicKey,
+    cookieKey: await loadOrCreateCookieKey(dataDir),
+    now: () => clock.now,
+  });
+  const routes = new MemoryRouteTable();
+
+  const guests = await Promise.all(Object.values(ROLES).map((r) => FakeGuest.start(r)));
+  const byPort = new Map(Object.keys(ROLES).map((p, i) => [Number(p), guests[i]!.address]));
+  const upstream = (port: number) => byPort.get(port) ?? null;
+
+  const agent = Fastify({ logger: false });
+  await agent.register(edgePlugin, {
+    domain: DOMAIN,
+    routes,
+    access,
+    signInUrl: ({ slug, uri }) => `https://control.test/open/${slug}?next=${encodeURIComponent(uri)}`,
+  });
+  await agent.listen({ host: "127.0.0.1", port: 0 });
+  const agentPort = (agent.server.address() as { port: number }).port;
+  const agentDial = `127.0.0.1:${agentPort}`;
+
+  const caddy = await TestCaddy.create();
+  const edge = `127.0.0.1:${await freePort()}`;
+  const desiredConfig = buildEdgeConfig({
+    domain: DOMAIN,
+    adminListen: caddy.adminListen,
+    agentDial,
+    tls: { mode: "http", listen: edge },
+  });
+  await caddy.start();
+  const keeper = new EdgeConfigKeeper(new HttpCaddyAdmin({ baseUrl: caddy.adminUrl }), desiredConfig);
+
+  return {
+    caddy,
+    agent,
+    agentDial,
+    edge,
+    routes,
+    keeper,
+    desiredConfig,
+    guests,
+    clock,
+    box(slug, patch = {}) {
+      routes.set(slug, { state: "running", upstream, owner: OWNER, sitePublic: true, ...patch });
+    },
+    handoff(claims, ttlSeconds = 60) {
+      return mint(cp.privateKey, claims, ttlSeconds, clock.now);
+    },
+    async close() {
+      // Each step runs even if an earlier one failed; what we started, we stop.
+      const errors: unknown[] = [];
+      for (const step of [
+        () => caddy.dispose(),
+        () => agent.close(),
+        ...guests.map((g) => () => g.close()),
+        () => rm(dataDir, { recursive: true, force: true }),
+      ]) {
+        await step().catch((err: unknown) => errors.push(err));
+      }
+      if (errors.length) throw new AggregateError(errors, "edge harness teardown failed");
+    },
+  };
+}
+
+/** Sign in through the edge like a browser: hand-off link → 302 + cookie. Returns the Cookie header value. */
+export function cookieFrom(setCookie: string | string[] | undefined): string {
+  const first = Array.isArray(setCookie) ? setCookie[0] : setCookie;
+  if (!first) throw new Error("no Set-Cookie in the sign-in answer");
+  return first.split(";")[0]!;
+}

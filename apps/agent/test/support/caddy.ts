@@ -1,0 +1,111 @@
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/** Path of the caddy binary, or null (tests then skip loudly). */
+export function findCaddy(): string | null {
+  try {
+    execFileSync("caddy", ["version"], { stdio: "ignore" });
+    return "caddy";
+  } catch {
+    return null;
+  }
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === "object" && addr ? resolve(addr.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+/**
+ * A real Caddy on loopback, started with `caddy run --config <tmp>.json`, its admin API on
+ * a free loopback port, HOME/XDG dirs inside a temp dir so nothing leaks into the machine.
+ */
+export class TestCaddy {
+  readonly adminListen: string;
+  readonly adminUrl: string;
+  readonly #dir: string;
+  #proc: ChildProcess | null = null;
+  #log = "";
+
+  private constructor(dir: string, adminPort: number) {
+    this.#dir = dir;
+    this.adminListen = `127.0.0.1:${adminPort}`;
+    this.adminUrl = `http://${this.adminListen}`;
+  }
+
+  static async create(): Promise<TestCaddy> {
+    const dir = await mkdtemp(join(tmpdir(), "doppio-caddy-"));
+    return new TestCaddy(dir, await freePort());
+  }
+
+  get pid(): number | undefined {
+    return this.#proc?.pid;
+  }
+
+  /** Output so far, for failure messages. */
+  get log(): string {
+    return this.#log;
+  }
+
+  /** Start with `config` (default: empty apart from the admin listener) and wait for the admin API. */
+  async start(config: unknown = { admin: { listen: this.adminListen } }): Promise<void> {
+    const file = join(this.#dir, `config-${Date.now()}.json`);
+    await writeFile(file, JSON.stringify(config));
+    const env = {
+      ...process.env,
+      HOME: this.#dir,
+      XDG_CONFIG_HOME: join(this.#dir, "config"),
+      XDG_DATA_HOME: join(this.#dir, "data"),
+    };
+    const proc = spawn("caddy", ["run", "--config", file], { env, stdio: ["ignore", "pipe", "pipe"] });
+    proc.stdout?.on("data", (b: Buffer) => this.#append(b));
+    proc.stderr?.on("data", (b: Buffer) => this.#append(b));
+    this.#proc = proc;
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
+      if (proc.exitCode !== null) throw new Error(`caddy exited ${proc.exitCode}:\n${this.#log}`);
+      try {
+        const res = await fetch(`${this.adminUrl}/config/`);
+        await res.text();
+        if (res.ok) return;
+      } catch {
+        // not listening yet
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`caddy admin did not come up:\n${this.#log}`);
+  }
+
+  /** Stop the process we started, by PID: SIGTERM (or the given signal), then wait for exit. */
+  async stop(signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
+    const proc = this.#proc;
+    this.#proc = null;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    const exited = new Promise<void>((r) => proc.once("exit", () => r()));
+    process.kill(proc.pid!, signal);
+    const timer = setTimeout(
+      () => proc.pid && proc.exitCode === null && process.kill(proc.pid, "SIGKILL"),
+      5_000,
+    );
+    await exited;
+    clearTimeout(timer);
+  }
+
+  async dispose(): Promise<void> {
+    await this.stop();
+    await rm(this.#dir, { recursive: true, force: true });
+  }
+
+  #append(b: Buffer): void {
+    this.#log = (this.#log + b.toString("utf8")).slice(-20_000);
+  }
+}
