@@ -36,7 +36,8 @@ interface Description {
 }
 
 export function loadDescription(): { doc: Description } | { missing: string } {
-  if (!existsSync(DESCRIPTION_PATH)) return { missing: `Firecracker API description not found at ${DESCRIPTION_PATH}` };
+  if (!existsSync(DESCRIPTION_PATH))
+    return { missing: `Firecracker API description not found at ${DESCRIPTION_PATH}` };
   const doc = parse(readFileSync(DESCRIPTION_PATH, "utf8")) as Description;
   if (doc.swagger !== "2.0") return { missing: `${DESCRIPTION_PATH} is not a Swagger 2.0 document` };
   return { doc };
@@ -49,7 +50,9 @@ export interface MatchedOperation {
   op: Operation;
 }
 
-export type Verdict = { ok: true; match: MatchedOperation } | { ok: false; match: MatchedOperation | null; error: string };
+export type Verdict =
+  | { ok: true; match: MatchedOperation }
+  | { ok: false; match: MatchedOperation | null; error: string };
 
 export interface ValidatorOptions {
   /**
@@ -126,7 +129,8 @@ export class ContractValidator {
   /** `rawBody` is the request body text ("" when none). */
   validateRequest(method: string, urlPath: string, rawBody: string): Verdict {
     const match = this.match(method, urlPath);
-    if (!match) return { ok: false, match: null, error: `Invalid request method and/or path: ${method} ${urlPath}.` };
+    if (!match)
+      return { ok: false, match: null, error: `Invalid request method and/or path: ${method} ${urlPath}.` };
     const bodyParam = match.op.parameters?.find((p) => p.in === "body");
     for (const p of match.op.parameters ?? []) {
       if (p.in === "path" && p.required && !match.pathParams[p.name]) {
@@ -149,7 +153,11 @@ export class ContractValidator {
       const detail = (validate.errors ?? [])
         .map((e) => `${e.instancePath || "(body)"} ${e.message ?? "invalid"}${paramsText(e.params)}`)
         .join("; ");
-      return { ok: false, match, error: `Request body does not match ${refName(bodyParam.schema)}: ${detail}` };
+      return {
+        ok: false,
+        match,
+        error: `Request body does not match ${refName(bodyParam.schema)}: ${detail}`,
+      };
     }
     return { ok: true, match };
   }

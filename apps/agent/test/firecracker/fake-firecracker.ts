@@ -1,5 +1,6 @@
-import { rmSync } from "node:fs";
+import { existsSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import path from "node:path";
 import type { ContractValidator, MatchedOperation } from "./contract.ts";
 
 /**
@@ -26,6 +27,11 @@ export interface FakeOptions {
   gate?: (req: RecordedRequest) => Promise<void>;
   /** The guest reboots on Ctrl+Alt+Del and, booted with `reboot=k`, the VMM exits. */
   onCtrlAltDel?: () => void;
+  /**
+   * The jail root and uid the VMM would run as: paths in bodies are resolved inside it
+   * (as the jailed process would), must exist, and writable drives must belong to `uid`.
+   */
+  jail?: { root: string; uid: number };
 }
 
 export class FakeFirecracker {
@@ -56,7 +62,11 @@ export class FakeFirecracker {
     });
   }
 
-  static async listen(socketPath: string, validator: ContractValidator, opts: FakeOptions): Promise<FakeFirecracker> {
+  static async listen(
+    socketPath: string,
+    validator: ContractValidator,
+    opts: FakeOptions,
+  ): Promise<FakeFirecracker> {
     const fake = new FakeFirecracker(socketPath, validator, opts);
     await new Promise<void>((resolve, reject) => {
       fake.server.once("error", reject);
@@ -118,7 +128,8 @@ export class FakeFirecracker {
       res.end(JSON.stringify(out));
     }
     if (!fault && method === "PUT" && urlPath === "/actions") {
-      if ((body as { action_type?: string }).action_type === "SendCtrlAltDel") setImmediate(() => this.opts.onCtrlAltDel?.());
+      if ((body as { action_type?: string }).action_type === "SendCtrlAltDel")
+        setImmediate(() => this.opts.onCtrlAltDel?.());
     }
   }
 
@@ -127,7 +138,11 @@ export class FakeFirecracker {
     const text = `${match.op.summary ?? ""} ${match.op.description ?? ""}`;
     const started = this.phase !== "not_started";
     const key = `${match.method} ${match.template}`;
-    if (match.method !== "GET" && (/Pre-boot only/.test(text) || /fail after machine startup/.test(text)) && started) {
+    if (
+      match.method !== "GET" &&
+      (/Pre-boot only/.test(text) || /fail after machine startup/.test(text)) &&
+      started
+    ) {
       return "The requested operation is not supported after starting the microVM.";
     }
     if (/Post-boot only/.test(text) && !started) {
@@ -136,16 +151,25 @@ export class FakeFirecracker {
     const b = (body ?? {}) as Record<string, unknown>;
     for (const [name, value] of Object.entries(match.pathParams)) {
       const bodyId = name === "id" ? b.id : b[name];
-      if (bodyId !== undefined && bodyId !== value) return `The id from the path (${value}) does not match the body (${bodyId}).`;
+      if (bodyId !== undefined && bodyId !== value)
+        return `The id from the path (${value}) does not match the body (${bodyId}).`;
     }
+    const fileProblem = this.checkFiles(key, b);
+    if (fileProblem) return fileProblem;
     switch (key) {
       case "PUT /snapshot/load":
-        if (this.configuredOther) return "Loading a microVM snapshot not allowed after configuring boot-specific resources.";
+        if (this.configuredOther)
+          return "Loading a microVM snapshot not allowed after configuring boot-specific resources.";
         this.loadedFromSnapshot = true;
         this.phase = b.resume_vm === true ? "running" : "paused";
         return null;
       case "PUT /snapshot/create":
-        return this.phase === "paused" ? null : "Cannot create a snapshot: the microVM is not paused.";
+        if (this.phase !== "paused") return "Cannot create a snapshot: the microVM is not paused.";
+        if (this.opts.jail) {
+          writeFileSync(path.join(this.opts.jail.root, String(b.snapshot_path)), "vmstate");
+          writeFileSync(path.join(this.opts.jail.root, String(b.mem_file_path)), "guest memory");
+        }
+        return null;
       case "PATCH /vm":
         if (!started) return "The microVM is not running.";
         this.phase = b.state === "Paused" ? "paused" : "running";
@@ -156,13 +180,16 @@ export class FakeFirecracker {
           if (!this.bootSource) return "Cannot start microvm without kernel configuration.";
           this.phase = "running";
         } else if (b.action_type === "SendCtrlAltDel" && this.phase !== "running") {
+          // Not stated by the description; modelled because a paused guest cannot react.
           return "The microVM is not running.";
         }
         return null;
       case "PUT /mmds/config": {
         const missing = ((b.network_interfaces as string[]) ?? []).filter((i) => !this.ifaces.has(i));
         this.configuredOther = true;
-        return missing.length ? `The list of network interface IDs is invalid: ${missing.join(",")} not found.` : null;
+        return missing.length
+          ? `The list of network interface IDs is invalid: ${missing.join(",")} not found.`
+          : null;
       }
       case "PATCH /balloon":
         return this.balloon || this.loadedFromSnapshot ? null : "Balloon device not found.";
@@ -171,10 +198,44 @@ export class FakeFirecracker {
         this.mmds = match.method === "PUT" ? (b as Record<string, unknown>) : { ...(this.mmds ?? {}), ...b };
         return null;
     }
-    if (match.method === "PUT" && key !== "PUT /logger" && key !== "PUT /metrics") this.configuredOther = true;
+    if (match.method === "PUT" && key !== "PUT /logger" && key !== "PUT /metrics")
+      this.configuredOther = true;
     if (key === "PUT /network-interfaces/{iface_id}") this.ifaces.add(String(b.iface_id));
     if (key === "PUT /boot-source") this.bootSource = true;
     if (key === "PUT /balloon") this.balloon = true;
+    return null;
+  }
+
+  private checkFiles(key: string, b: Record<string, unknown>): string | null {
+    const jail = this.opts.jail;
+    if (!jail) return null;
+    const mem = b.mem_backend as { backend_path?: unknown } | undefined;
+    const reads: Record<string, unknown[]> = {
+      "PUT /boot-source": [b.kernel_image_path],
+      "PUT /drives/{drive_id}": [b.path_on_host],
+      "PUT /logger": [b.log_path],
+      "PUT /metrics": [b.metrics_path],
+      "PUT /snapshot/load": [b.snapshot_path, mem?.backend_path],
+    };
+    for (const p of reads[key] ?? []) {
+      if (typeof p !== "string") continue;
+      const host = path.join(jail.root, p);
+      if (!existsSync(host)) return `Cannot open ${p}: No such file or directory (os error 2)`;
+      const st = statSync(host);
+      const writable = key !== "PUT /boot-source" && key !== "PUT /snapshot/load" && b.is_read_only !== true;
+      if (writable && (st.uid !== jail.uid || (st.mode & 0o200) === 0))
+        return `Cannot open ${p} read-write: Permission denied (os error 13)`;
+      if (!writable && st.uid !== jail.uid && (st.mode & 0o004) === 0) {
+        return `Cannot open ${p}: Permission denied (os error 13)`;
+      }
+    }
+    if (key === "PUT /snapshot/create") {
+      for (const p of [b.snapshot_path, b.mem_file_path]) {
+        const dir = path.dirname(path.join(jail.root, String(p)));
+        if (!existsSync(dir) || statSync(dir).uid !== jail.uid)
+          return `Cannot create ${String(p)}: Permission denied (os error 13)`;
+      }
+    }
     return null;
   }
 
@@ -187,14 +248,17 @@ export class FakeFirecracker {
           body: {
             app_name: "Firecracker",
             id: this.opts.id,
-            state: this.phase === "not_started" ? "Not started" : this.phase === "paused" ? "Paused" : "Running",
+            state:
+              this.phase === "not_started" ? "Not started" : this.phase === "paused" ? "Paused" : "Running",
             vmm_version: this.validator.version,
           },
         };
       case "/version":
         return { status: 200, body: { firecracker_version: this.validator.version } };
       case "/mmds":
-        return this.mmds ? { status: 200, body: this.mmds } : { fault: "The MMDS data store content was not found." };
+        return this.mmds
+          ? { status: 200, body: this.mmds }
+          : { fault: "The MMDS data store content was not found." };
       default:
         return { fault: `GET ${match.template} is not modelled by the fake` };
     }

@@ -112,44 +112,65 @@ export class FirecrackerClient {
         headers["Content-Type"] = "application/json";
         headers["Content-Length"] = payload.length;
       }
-      const req = request({ socketPath: this.socketPath, method, path, headers, timeout: timeoutMs }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("error", (err) =>
-          reject(new FirecrackerError("api_unreachable", `${label}: ${err.message}`, { cause: err, request: label })),
-        );
-        res.on("end", () => {
-          const status = res.statusCode ?? 0;
-          const text = Buffer.concat(chunks).toString("utf8");
-          let parsed: unknown;
-          try {
-            parsed = text.length > 0 ? JSON.parse(text) : undefined;
-          } catch (err) {
+      const req = request(
+        { socketPath: this.socketPath, method, path, headers, timeout: timeoutMs },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("error", (err) =>
+            reject(
+              new FirecrackerError("api_unreachable", `${label}: ${err.message}`, {
+                cause: err,
+                request: label,
+              }),
+            ),
+          );
+          res.on("end", () => {
+            const status = res.statusCode ?? 0;
+            const text = Buffer.concat(chunks).toString("utf8");
+            let parsed: unknown;
+            try {
+              parsed = text.length > 0 ? JSON.parse(text) : undefined;
+            } catch (err) {
+              if (status >= 200 && status < 300) {
+                reject(
+                  new FirecrackerError("api_unreachable", `${label}: reply is not JSON`, {
+                    cause: err,
+                    request: label,
+                  }),
+                );
+                return;
+              }
+            }
             if (status >= 200 && status < 300) {
-              reject(new FirecrackerError("api_unreachable", `${label}: reply is not JSON`, { cause: err, request: label }));
+              resolve(parsed);
               return;
             }
-          }
-          if (status >= 200 && status < 300) {
-            resolve(parsed);
-            return;
-          }
-          const fault = (parsed as FaultBody | undefined)?.fault_message ?? (text || `HTTP ${status}`);
-          reject(
-            new FirecrackerError("api_rejected", `${label} failed (${status}): ${fault}`, {
-              status,
-              request: label,
-              faultMessage: fault,
-            }),
-          );
-        });
-      });
+            const fault = (parsed as FaultBody | undefined)?.fault_message ?? (text || `HTTP ${status}`);
+            reject(
+              new FirecrackerError("api_rejected", `${label} failed (${status}): ${fault}`, {
+                status,
+                request: label,
+                faultMessage: fault,
+              }),
+            );
+          });
+        },
+      );
       req.on("timeout", () => {
-        req.destroy(new FirecrackerError("timeout", `${label}: no answer within ${timeoutMs} ms`, { request: label }));
+        req.destroy(
+          new FirecrackerError("timeout", `${label}: no answer within ${timeoutMs} ms`, { request: label }),
+        );
       });
       req.on("error", (err) => {
         if (err instanceof FirecrackerError) reject(err);
-        else reject(new FirecrackerError("api_unreachable", `${label}: ${err.message}`, { cause: err, request: label }));
+        else
+          reject(
+            new FirecrackerError("api_unreachable", `${label}: ${err.message}`, {
+              cause: err,
+              request: label,
+            }),
+          );
       });
       req.end(payload);
     });

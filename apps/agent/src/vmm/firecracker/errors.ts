@@ -8,9 +8,12 @@ export const FIRECRACKER_ERROR_CODES = [
   /** The box has no artifacts on this host. */
   "not_found",
   "golden_missing",
+  "golden_build_failed",
   "disk_failed",
   "prerequisite_missing",
   "no_uid_free",
+  /** The spec asks for something this backend cannot do (e.g. no TAP). */
+  "unsupported",
 ] as const;
 export type FirecrackerErrorCode = (typeof FIRECRACKER_ERROR_CODES)[number];
 

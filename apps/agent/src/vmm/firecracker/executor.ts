@@ -1,0 +1,389 @@
+import { existsSync } from "node:fs";
+import { mkdir, readdir, realpath, rm } from "node:fs/promises";
+import path from "node:path";
+import { slugProblem, type VmState } from "@doppio/contracts";
+import type { Logger } from "pino";
+import type {
+  Executor,
+  GoldenInfo,
+  HostNetwork,
+  StepReporter,
+  TemplateSpec,
+  Upstream,
+  VmSpec,
+} from "../executor.ts";
+import { CleanupStack } from "./cleanup.ts";
+import type { FirecrackerConfig } from "./config.ts";
+import { cloneDisk, createVolume, growTo } from "./disks.ts";
+import { FirecrackerError } from "./errors.ts";
+import { buildGolden, currentGolden, type GoldenDeps, goldenStatus, type ReadinessProbe } from "./golden.ts";
+import { boxJailId, HostLayout, IN_JAIL } from "./layout.ts";
+import type { VmmProcesses } from "./process.ts";
+import { claimUid, releaseUid } from "./uid-pool.ts";
+import {
+  applyIdentityAndResume,
+  type Clock,
+  configureAndBoot,
+  type JailFile,
+  launch,
+  loadPaused,
+  mmdsPayload,
+  removeJail,
+  stopVmm,
+  touchLogs,
+} from "./vm-launch.ts";
+import { readRecord, type VmRecord, writeRecord } from "./vm-record.ts";
+
+export interface FirecrackerExecutorDeps {
+  cfg: FirecrackerConfig;
+  network: HostNetwork;
+  processes: VmmProcesses;
+  probe: ReadinessProbe;
+  clock: Clock;
+  log: Logger;
+  /** Basename of the resolved Firecracker binary: the jailer names chroots after it. */
+  execName: string;
+}
+
+/** The jailer canonicalises `--exec-file`, so a symlinked binary names the chroot after its target. */
+export async function resolveExecName(firecrackerBin: string): Promise<string> {
+  return path.basename(await realpath(firecrackerBin).catch(() => firecrackerBin));
+}
+
+const upstreamAt =
+  (ip: string): Upstream =>
+  (port) =>
+    `${ip}:${port}`;
+
+/**
+ * Firecracker backend: one jailer-confined VMM per box. Restores from a golden snapshot
+ * run in parallel because every jail presents the same in-jail paths and the restored
+ * NIC is pointed at the box's TAP by `network_overrides`; nothing host-wide is locked.
+ */
+export class FirecrackerExecutor implements Executor {
+  readonly backend = "firecracker" as const;
+  private readonly deps: GoldenDeps;
+  private readonly layout: HostLayout;
+  private readonly goldenBuilds = new Map<string, Promise<GoldenInfo>>();
+
+  constructor(private readonly d: FirecrackerExecutorDeps) {
+    this.layout = new HostLayout(d.cfg.stateDir, d.cfg.chrootBase, d.execName);
+    this.deps = {
+      cfg: d.cfg,
+      layout: this.layout,
+      processes: d.processes,
+      clock: d.clock,
+      network: d.network,
+      probe: d.probe,
+      log: d.log,
+    };
+  }
+
+  async createFromGolden(spec: VmSpec, report: StepReporter): Promise<Upstream> {
+    const tap = requireTap(spec);
+    const running = await report.step("check_state", () => this.prepareCreate(spec.slug));
+    if (running) return running;
+    const golden = await currentGolden(this.deps, spec.template);
+    if (!golden)
+      throw new FirecrackerError("golden_missing", `no golden snapshot for template ${spec.template}`);
+    return this.guarded(async (cleanup) => {
+      const rec = await this.newRecord(spec, golden.info.buildId, cleanup);
+      await report.step("prepare_disks", async () => {
+        await cloneDisk(path.join(golden.dir, "rootfs.ext4"), this.layout.vmFile(spec.slug, "rootfs.ext4"));
+        await cloneDisk(path.join(golden.dir, "volume.ext4"), this.layout.vmFile(spec.slug, "volume.ext4"));
+        await growTo(this.layout.vmFile(spec.slug, "volume.ext4"), spec.diskGb);
+      });
+      await this.setupNetwork(tap, report, cleanup);
+      const { client } = await report.step("restore_vm", async () => {
+        const files = [
+          ...this.diskFiles(spec.slug),
+          { host: path.join(golden.dir, "vmstate"), inJail: IN_JAIL.vmstate, owned: false },
+          { host: path.join(golden.dir, "mem"), inJail: IN_JAIL.mem, owned: false },
+        ];
+        const launched = await this.launchBox(rec, spec.memoryMb, files, cleanup);
+        await loadPaused(launched.client, tap);
+        return launched;
+      });
+      await report.step("apply_identity", async () => {
+        const balloon = Math.max(0, golden.info.memoryMb - spec.memoryMb);
+        await applyIdentityAndResume(client, mmdsPayload(spec.metadata), balloon);
+        await writeRecord(this.layout.vmFile(spec.slug, "vm.json"), { ...rec, lifecycle: "running" });
+      });
+      await report.step("wait_ready", () =>
+        this.d.probe.waitForPorts(spec.net.ip, golden.info.readyPorts, this.d.cfg.readyTimeoutMs),
+      );
+      this.d.log.info({ slug: spec.slug, buildId: golden.info.buildId }, "restored from golden");
+      return upstreamAt(spec.net.ip);
+    });
+  }
+
+  async createColdBoot(spec: VmSpec, report: StepReporter): Promise<Upstream> {
+    requireTap(spec);
+    const running = await report.step("check_state", () => this.prepareCreate(spec.slug));
+    if (running) return running;
+    return this.guarded(async (cleanup) => {
+      const rec = await this.newRecord(spec, null, cleanup);
+      await report.step("prepare_disks", async () => {
+        const image = path.join(this.d.cfg.imagesDir, spec.template, "rootfs.ext4");
+        await cloneDisk(image, this.layout.vmFile(spec.slug, "rootfs.ext4"));
+        await createVolume(this.layout.vmFile(spec.slug, "volume.ext4"), spec.diskGb);
+      });
+      return this.bootFromDisks(spec, rec, report, cleanup);
+    });
+  }
+
+  async start(spec: VmSpec, report: StepReporter): Promise<Upstream> {
+    requireTap(spec);
+    const rec = await report.step("check_state", async () => {
+      const found = await readRecord(this.layout.vmFile(spec.slug, "vm.json"));
+      if (!found) throw new FirecrackerError("not_found", `box ${spec.slug} has no disks on this host`);
+      return found;
+    });
+    if (rec.pid && (await this.d.processes.isAlive(rec.pid, rec.jailId))) return upstreamAt(rec.ip);
+    await report.step("prepare_disks", async () => {
+      for (const f of ["rootfs.ext4", "volume.ext4"] as const) {
+        if (!existsSync(this.layout.vmFile(spec.slug, f))) {
+          throw new FirecrackerError("not_found", `box ${spec.slug} is missing ${f}`);
+        }
+      }
+      // Start always cold-boots (spec page 03 §3): a per-VM snapshot is never resumed.
+      await rm(this.layout.vmFile(spec.slug, "snapshot"), { recursive: true, force: true });
+      await growTo(this.layout.vmFile(spec.slug, "volume.ext4"), spec.diskGb);
+      await removeJail(this.deps, rec.jailId);
+    });
+    const updated: VmRecord = { ...rec, ip: spec.net.ip, tap: spec.net.tap, pid: null };
+    return this.guarded((cleanup) => this.bootFromDisks(spec, updated, report, cleanup));
+  }
+
+  async stop(slug: string, report: StepReporter): Promise<void> {
+    assertSlug(slug);
+    const rec = await report.step("check_state", () => readRecord(this.layout.vmFile(slug, "vm.json")));
+    if (!rec) return;
+    await this.halt(rec, report);
+    await writeRecord(this.layout.vmFile(slug, "vm.json"), { ...rec, pid: null, lifecycle: "stopped" });
+  }
+
+  async remove(slug: string, report: StepReporter): Promise<void> {
+    assertSlug(slug);
+    const rec = await report.step("check_state", () => readRecord(this.layout.vmFile(slug, "vm.json")));
+    if (rec) await this.halt(rec, report);
+    await report.step("remove_disks", async () => {
+      await removeJail(this.deps, rec?.jailId ?? boxJailId(slug));
+      await rm(this.layout.vmDir(slug), { recursive: true, force: true });
+      if (rec) await releaseUid(this.layout.uidsDir(), rec.uid, uidOwner(slug));
+    });
+  }
+
+  async reset(spec: VmSpec, report: StepReporter): Promise<Upstream> {
+    // Check first: a reset without a golden snapshot must not wipe the box.
+    if (!(await currentGolden(this.deps, spec.template))) {
+      throw new FirecrackerError("golden_missing", `no golden snapshot for template ${spec.template}`);
+    }
+    await this.remove(spec.slug, report);
+    return this.createFromGolden(spec, report);
+  }
+
+  async inspect(slug: string): Promise<VmState> {
+    assertSlug(slug);
+    const rec = await readRecord(this.layout.vmFile(slug, "vm.json"));
+    if (rec?.pid && (await this.d.processes.isAlive(rec.pid, rec.jailId))) return "running";
+    if (rec?.lifecycle === "stopped") return "stopped";
+    return existsSync(this.layout.vmFile(slug, "rootfs.ext4")) ? "exited" : "gone";
+  }
+
+  async list(): Promise<Array<{ slug: string; state: VmState }>> {
+    const names = await readdir(this.layout.vmsDir()).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === "ENOENT") return [] as string[];
+      throw err;
+    });
+    const out: Array<{ slug: string; state: VmState }> = [];
+    for (const slug of names.filter((n) => slugProblem(n) === null).sort()) {
+      const state = await this.inspect(slug);
+      if (state !== "gone") out.push({ slug, state });
+    }
+    return out;
+  }
+
+  async upstream(slug: string): Promise<Upstream | null> {
+    if ((await this.inspect(slug)) !== "running") return null;
+    const rec = await readRecord(this.layout.vmFile(slug, "vm.json"));
+    return rec ? upstreamAt(rec.ip) : null;
+  }
+
+  buildGolden(template: TemplateSpec, report: StepReporter): Promise<GoldenInfo> {
+    // One build per template at a time; restores never wait on it.
+    const inFlight = this.goldenBuilds.get(template.name);
+    if (inFlight) return inFlight;
+    const build = buildGolden(this.deps, template, report).finally(() =>
+      this.goldenBuilds.delete(template.name),
+    );
+    this.goldenBuilds.set(template.name, build);
+    return build;
+  }
+
+  goldenStatus(template: string): Promise<GoldenInfo> {
+    return goldenStatus(this.deps, template, this.goldenBuilds.has(template));
+  }
+
+  async close(): Promise<void> {
+    // No long-lived handles: API clients open a connection per call.
+  }
+
+  /** A create that finds a running box returns it; leftovers of an interrupted create are wiped. */
+  private async prepareCreate(slug: string): Promise<Upstream | null> {
+    assertSlug(slug);
+    const state = await this.inspect(slug);
+    if (state === "running") return this.upstream(slug);
+    if (state !== "gone" || existsSync(this.layout.vmDir(slug))) {
+      const rec = await readRecord(this.layout.vmFile(slug, "vm.json"));
+      if (rec?.pid) await stopVmm(this.deps, rec.jailId, rec.pid);
+      if (rec?.tap) await this.d.network.removeTap(rec.tap);
+      await removeJail(this.deps, boxJailId(slug));
+      await rm(this.layout.vmDir(slug), { recursive: true, force: true });
+    }
+    return null;
+  }
+
+  private async newRecord(
+    spec: VmSpec,
+    goldenBuild: string | null,
+    cleanup: CleanupStack,
+  ): Promise<VmRecord> {
+    const uid = await claimUid(
+      this.layout.uidsDir(),
+      uidOwner(spec.slug),
+      this.d.cfg.uidBase,
+      this.d.cfg.uidCount,
+    );
+    cleanup.push("release uid", () => releaseUid(this.layout.uidsDir(), uid, uidOwner(spec.slug)));
+    await mkdir(this.layout.vmDir(spec.slug), { recursive: true, mode: 0o700 });
+    cleanup.push("remove vm dir", () => rm(this.layout.vmDir(spec.slug), { recursive: true, force: true }));
+    await touchLogs([
+      this.layout.vmFile(spec.slug, "firecracker.log"),
+      this.layout.vmFile(spec.slug, "metrics.json"),
+    ]);
+    const rec: VmRecord = {
+      slug: spec.slug,
+      jailId: boxJailId(spec.slug),
+      uid,
+      gid: uid,
+      ip: spec.net.ip,
+      tap: spec.net.tap,
+      template: spec.template,
+      goldenBuild,
+      pid: null,
+      lifecycle: "creating",
+    };
+    await writeRecord(this.layout.vmFile(spec.slug, "vm.json"), rec);
+    return rec;
+  }
+
+  private diskFiles(slug: string): JailFile[] {
+    return [
+      { host: this.layout.vmFile(slug, "rootfs.ext4"), inJail: IN_JAIL.rootfs, owned: true },
+      { host: this.layout.vmFile(slug, "volume.ext4"), inJail: IN_JAIL.volume, owned: true },
+      { host: this.layout.vmFile(slug, "firecracker.log"), inJail: IN_JAIL.log, owned: true },
+      { host: this.layout.vmFile(slug, "metrics.json"), inJail: IN_JAIL.metrics, owned: true },
+    ];
+  }
+
+  private async setupNetwork(tap: string, report: StepReporter, cleanup: CleanupStack): Promise<void> {
+    await report.step("setup_network", async () => {
+      await this.d.network.ensureBridge();
+      await this.d.network.createTap(tap);
+    });
+    cleanup.push("remove tap", () => this.d.network.removeTap(tap));
+  }
+
+  /** Spawns the VMM and records its pid at once, so a crash right after still finds it. */
+  private async launchBox(rec: VmRecord, memoryMb: number, files: JailFile[], cleanup: CleanupStack) {
+    cleanup.push("remove jail", () => removeJail(this.deps, rec.jailId));
+    const launched = await launch(this.deps, {
+      jailId: rec.jailId,
+      uid: rec.uid,
+      gid: rec.gid,
+      memoryMb,
+      files,
+      serialLog: this.layout.vmFile(rec.slug, "serial.log"),
+    });
+    cleanup.push("stop vmm", () => stopVmm(this.deps, rec.jailId, launched.pid));
+    Object.assign(rec, { pid: launched.pid });
+    await writeRecord(this.layout.vmFile(rec.slug, "vm.json"), rec);
+    return launched;
+  }
+
+  private async bootFromDisks(
+    spec: VmSpec,
+    rec: VmRecord,
+    report: StepReporter,
+    cleanup: CleanupStack,
+  ): Promise<Upstream> {
+    await touchLogs([
+      this.layout.vmFile(spec.slug, "firecracker.log"),
+      this.layout.vmFile(spec.slug, "metrics.json"),
+    ]);
+    await this.setupNetwork(requireTap(spec), report, cleanup);
+    await report.step("boot_vm", async () => {
+      const files = [
+        { host: this.d.cfg.kernelPath, inJail: IN_JAIL.kernel, owned: false },
+        ...this.diskFiles(spec.slug),
+      ];
+      const { client } = await this.launchBox(rec, spec.memoryMb, files, cleanup);
+      const dev = {
+        vcpu: spec.vcpu,
+        memoryMb: spec.memoryMb,
+        mac: spec.net.mac,
+        tap: requireTap(spec),
+        balloon: false,
+      };
+      await configureAndBoot(client, this.d.cfg, dev, mmdsPayload(spec.metadata));
+      await writeRecord(this.layout.vmFile(spec.slug, "vm.json"), { ...rec, lifecycle: "running" });
+    });
+    const golden = await currentGolden(this.deps, spec.template);
+    const ports = golden?.info.readyPorts ?? this.d.cfg.defaultReadyPorts;
+    await report.step("wait_ready", () =>
+      this.d.probe.waitForPorts(spec.net.ip, ports, this.d.cfg.readyTimeoutMs),
+    );
+    return upstreamAt(spec.net.ip);
+  }
+
+  private async halt(rec: VmRecord, report: StepReporter): Promise<void> {
+    await report.step("stop_vm", async () => {
+      if (rec.pid) await stopVmm(this.deps, rec.jailId, rec.pid);
+      await removeJail(this.deps, rec.jailId);
+    });
+    await report.step("teardown_network", async () => {
+      if (rec.tap) await this.d.network.removeTap(rec.tap);
+    });
+  }
+
+  /** Runs setup; on failure undoes what was registered, in reverse, and rethrows. */
+  private async guarded<T>(fn: (cleanup: CleanupStack) => Promise<T>): Promise<T> {
+    const cleanup = new CleanupStack();
+    try {
+      const out = await fn(cleanup);
+      cleanup.release();
+      return out;
+    } catch (err) {
+      for (const problem of await cleanup.run())
+        this.d.log.warn({ err: problem }, "cleanup after failed action");
+      throw err;
+    }
+  }
+}
+
+function uidOwner(slug: string): string {
+  return `box:${slug}`;
+}
+
+function assertSlug(slug: string): void {
+  const problem = slugProblem(slug);
+  if (problem) throw new FirecrackerError("unsupported", `invalid slug ${JSON.stringify(slug)}: ${problem}`);
+}
+
+function requireTap(spec: VmSpec): string {
+  assertSlug(spec.slug);
+  if (!spec.net.tap)
+    throw new FirecrackerError("unsupported", "Firecracker needs a TAP device; spec.net.tap is null");
+  return spec.net.tap;
+}
