@@ -60,6 +60,13 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
     expect(s.headers["x-doppio-upstream"]).toBeUndefined();
   });
 
+  it("a large upload reaches the guest whole (the auth sub-request does not eat the body)", async () => {
+    const body = "0123456789abcdef".repeat(256 * 1024); // 4 MiB
+    const s = seen(await req(site("alpha"), "/upload", { method: "PUT", body }));
+    expect(s.body.length).toBe(body.length);
+    expect(s.body === body).toBe(true);
+  });
+
   it("/socket.io/* → guest :9000 with the Frappe site headers", async () => {
     const s = seen(await req(site("alpha"), "/socket.io/?EIO=4&transport=polling"));
     expect(s.role).toBe("socketio");
