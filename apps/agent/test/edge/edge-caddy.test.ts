@@ -234,6 +234,26 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
     ws.close();
   });
 
+  it("the keeper's watch loop repairs a restarted Caddy on its own", async () => {
+    await e.caddy.stop("SIGKILL");
+    await e.caddy.start();
+    e.keeper.watch(100);
+    try {
+      const deadline = Date.now() + 10_000;
+      let status = 0;
+      while (status !== 200 && Date.now() < deadline) {
+        status = await req(site("alpha"), "/").then(
+          (r) => r.status,
+          () => 0,
+        );
+        if (status !== 200) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(status).toBe(200);
+    } finally {
+      e.keeper.stop();
+    }
+  });
+
   it("/tls/ask allows only hostnames of boxes on this host", async () => {
     const ask = (q: string) => fetch(`http://${e.agentDial}/tls/ask${q}`).then((r) => r.status);
     for (const d of [
