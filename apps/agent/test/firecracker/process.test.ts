@@ -9,7 +9,8 @@ describe("HostProcesses (real child processes)", () => {
   const procs = new HostProcesses();
   const started: number[] = [];
   afterAll(async () => {
-    for (const pid of started) await procs.kill(pid, "SIGKILL");
+    // Only while it is still ours: a recycled pid must never be signalled.
+    for (const pid of started) if (await procs.isAlive(pid, "box-x")) await procs.kill(pid, "SIGKILL");
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -21,20 +22,21 @@ describe("HostProcesses (real child processes)", () => {
 
   it("spawns detached with output to the log, knows it by jail id, kills it", async () => {
     const log = path.join(dir, "serial.log");
-    // sh -c SCRIPT NAME ARG: "--id" and the jail id land in the process's argv like the jailer's.
+    // sh -c SCRIPT NAME ARG: "--id" and the jail id land in the process's argv like the jailer's
+    // (the trailing `true` keeps sh from exec-ing sleep, which would replace that argv).
     const { pid } = await procs.spawn({
       command: "/bin/sh",
-      args: ["-c", "echo booted; exec sleep 30", "--id", "box-x"],
+      args: ["-c", "echo booted; sleep 30; true", "--id", "box-x"],
       logPath: log,
     });
     started.push(pid);
+    for (let i = 0; i < 100 && readFileSync(log, "utf8") === ""; i++)
+      await new Promise((r) => setTimeout(r, 20));
     expect(await procs.isAlive(pid, "box-x")).toBe(true);
     expect(await procs.isAlive(pid, "box-y")).toBe(false);
     await procs.kill(pid, "SIGKILL");
     expect(await waitDead(pid, "box-x")).toBe(true);
     expect(readFileSync(log, "utf8")).toBe("booted\n");
-    // Killing a gone process is not an error.
-    await procs.kill(pid, "SIGKILL");
   });
 
   it("reports a missing binary as spawn_failed", async () => {
