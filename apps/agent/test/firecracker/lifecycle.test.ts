@@ -193,6 +193,16 @@ describe.skipIf(skipReason !== null)("Firecracker executor against the v1.16.1 A
     expect(await rig.executor.upstream(a.slug)).toBeNull();
   });
 
+  it("a retried create on a stopped box boots its disks instead of wiping them", async () => {
+    appendFileSync(layout.vmFile(a.slug, "volume.ext4"), "user files");
+    const size = statSync(layout.vmFile(a.slug, "volume.ext4")).size;
+    await rig.executor.createFromGolden(a, new RecordingReporter());
+    expect(lastVmm("box-brisk-falcon-0001").fake.calls()).toEqual(COLD_BOOT);
+    expect(statSync(layout.vmFile(a.slug, "volume.ext4")).size).toBe(size);
+    await rig.executor.stop(a.slug, new RecordingReporter());
+    expect(await rig.executor.inspect(a.slug)).toBe("stopped");
+  });
+
   it("starts as a cold boot from overlay + volume, re-PUTting MMDS", async () => {
     mkdirSync(layout.vmFile(a.slug, "snapshot"));
     const report = new RecordingReporter();

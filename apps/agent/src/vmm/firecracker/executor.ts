@@ -81,8 +81,9 @@ export class FirecrackerExecutor implements Executor {
 
   async createFromGolden(spec: VmSpec, report: StepReporter): Promise<Upstream> {
     const tap = requireTap(spec);
-    const running = await report.step("check_state", () => this.prepareCreate(spec.slug));
-    if (running) return running;
+    const found = await report.step("check_state", () => this.prepareCreate(spec.slug));
+    if (typeof found === "function") return found;
+    if (found === "exists") return this.start(spec, report);
     const golden = await currentGolden(this.deps, spec.template);
     if (!golden)
       throw new FirecrackerError("golden_missing", `no golden snapshot for template ${spec.template}`);
@@ -119,8 +120,9 @@ export class FirecrackerExecutor implements Executor {
 
   async createColdBoot(spec: VmSpec, report: StepReporter): Promise<Upstream> {
     requireTap(spec);
-    const running = await report.step("check_state", () => this.prepareCreate(spec.slug));
-    if (running) return running;
+    const found = await report.step("check_state", () => this.prepareCreate(spec.slug));
+    if (typeof found === "function") return found;
+    if (found === "exists") return this.start(spec, report);
     return this.guarded(async (cleanup) => {
       const rec = await this.newRecord(spec, null, cleanup);
       await report.step("prepare_disks", async () => {
@@ -229,19 +231,25 @@ export class FirecrackerExecutor implements Executor {
     // No long-lived handles: API clients open a connection per call.
   }
 
-  /** A create that finds a running box returns it; leftovers of an interrupted create are wiped. */
-  private async prepareCreate(slug: string): Promise<Upstream | null> {
+  /**
+   * A create retried after an agent crash: a running box is returned as is; a box whose
+   * create had finished (it was stopped or crashed since) is started, never wiped; only
+   * leftovers of an unfinished create are removed.
+   */
+  private async prepareCreate(slug: string): Promise<"fresh" | "exists" | Upstream> {
     assertSlug(slug);
     const state = await this.inspect(slug);
-    if (state === "running") return this.upstream(slug);
-    if (state !== "gone" || existsSync(this.layout.vmDir(slug))) {
-      const rec = await readRecord(this.layout.vmFile(slug, "vm.json"));
+    if (state === "running") return upstreamAt((await readRecord(this.layout.vmFile(slug, "vm.json")))!.ip);
+    const rec = await readRecord(this.layout.vmFile(slug, "vm.json"));
+    if (rec && rec.lifecycle !== "creating" && state !== "gone") return "exists";
+    if (rec || existsSync(this.layout.vmDir(slug))) {
       if (rec?.pid) await stopVmm(this.deps, rec.jailId, rec.pid);
       if (rec?.tap) await this.d.network.removeTap(rec.tap);
       await removeJail(this.deps, boxJailId(slug));
       await rm(this.layout.vmDir(slug), { recursive: true, force: true });
+      if (rec) await releaseUid(this.layout.uidsDir(), rec.uid, uidOwner(slug));
     }
-    return null;
+    return "fresh";
   }
 
   private async newRecord(
