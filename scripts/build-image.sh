@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Builds a template image (kernel, initramfs, qcow2 root disk) into OUT_DIR, e.g.
+#   scripts/build-image.sh minimal .data/images/minimal/1 [--size 512M]
+# Only Debian's apt is used (apt-get download + dpkg-deb -x): no mounts, no loop devices.
+# Idempotent: skips the build when OUT_DIR holds a build of the same inputs hash.
+set -euo pipefail
+
+usage() { echo "usage: $0 TEMPLATE OUT_DIR [--size SIZE]" >&2; exit 2; }
+[ $# -ge 2 ] || usage
+template=$1
+out=$2
+shift 2
+size=512M
+while [ $# -gt 0 ]; do
+  case $1 in
+    --size) size=${2:?}; shift 2 ;;
+    *) usage ;;
+  esac
+done
+[[ $template =~ ^[a-z][a-z0-9-]*$ ]] || { echo "bad template name: $template" >&2; exit 2; }
+[[ $size =~ ^[0-9]+[MG]$ ]] || { echo "bad size: $size" >&2; exit 2; }
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+src=$repo/images/$template
+[ -d "$src" ] || { echo "no image recipe at $src" >&2; exit 2; }
+
+MODULES=(virtio_ring virtio virtio_mmio virtio_blk failover net_failover virtio_net qemu_fw_cfg)
+kpkg=$(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image-6\.1\.[0-9-]+-cloud-amd64$/ {print $2; exit}')
+[ -n "$kpkg" ] || { echo "cannot resolve the Debian cloud kernel package" >&2; exit 1; }
+kver=$(apt-cache show --no-all-versions "$kpkg" | awk '/^Version:/ {print $2; exit}')
+bver=$(apt-cache show --no-all-versions busybox-static | awk '/^Version:/ {print $2; exit}')
+
+inputs_hash=$(
+  {
+    echo "recipe-format 1 $template $size $kpkg $kver busybox-static $bver ${MODULES[*]}"
+    (cd "$src" && find . -type f | LC_ALL=C sort | xargs sha256sum)
+    sha256sum "$0" | cut -d' ' -f1
+  } | sha256sum | cut -d' ' -f1
+)
+if [ -f "$out/.inputs-hash" ] && [ "$(cat "$out/.inputs-hash")" = "$inputs_hash" ] &&
+  [ -f "$out/vmlinuz" ] && [ -f "$out/initrd.img" ] && [ -f "$out/rootfs.qcow2" ]; then
+  echo "image $template up to date in $out ($inputs_hash)"
+  exit 0
+fi
+
+mkdir -p "$(dirname "$out")"
+work=$(mktemp -d "$(dirname "$out")/.build-$template.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+debs=${DOPPIO_DEB_CACHE:-$(dirname "$out")/.debs}
+mkdir -p "$debs"
+
+fetch_deb() { # package version -> path of the .deb in the cache
+  local f
+  f=$(ls "$debs/$1"_*.deb 2>/dev/null | grep -F "_$(echo "$2" | sed 's/:/%3a/')_" | head -1 || true)
+  if [ -z "$f" ]; then
+    (cd "$debs" && apt-get download "$1=$2" >/dev/null 2>&1) || { echo "apt-get download $1=$2 failed" >&2; exit 1; }
+    f=$(ls "$debs/$1"_*.deb | head -1)
+  fi
+  echo "$f"
+}
+dpkg-deb -x "$(fetch_deb "$kpkg" "$kver")" "$work/kernel"
+dpkg-deb -x "$(fetch_deb busybox-static "$bver")" "$work/busybox"
+busybox=$work/busybox/bin/busybox
+moddir=$(echo "$work"/kernel/lib/modules/*)
+
+# initramfs: busybox, the modules (flat) and the stage-1 init.
+ird=$work/initramfs
+mkdir -p "$ird"/{bin,dev,proc,sys,newroot,lib/modules}
+cp "$busybox" "$ird/bin/busybox"
+for m in "${MODULES[@]}"; do
+  f=$(find "$moddir" -name "$m.ko" | head -1)
+  [ -n "$f" ] || { echo "module $m.ko not found in $kpkg" >&2; exit 1; }
+  cp "$f" "$ird/lib/modules/"
+done
+install -m 0755 "$src/initramfs/init" "$ird/init"
+(cd "$ird" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0 | gzip -9n) > "$work/initrd.img"
+
+# root filesystem: busybox with its applet links plus the recipe's files.
+rfs=$work/rootfs
+mkdir -p "$rfs"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,run,tmp,data,root,etc}
+chmod 1777 "$rfs/tmp"
+cp "$busybox" "$rfs/bin/busybox"
+"$busybox" --list-full | while read -r applet; do
+  [ "$applet" = "bin/busybox" ] || [ -e "$rfs/$applet" ] || ln -s /bin/busybox "$rfs/$applet"
+done
+cp -a "$src/rootfs/." "$rfs/"
+printf 'root:x:0:0:root:/root:/bin/sh\n' > "$rfs/etc/passwd"
+printf 'root:x:0:\n' > "$rfs/etc/group"
+mkfs.ext4 -q -F -L doppio-root -E root_owner=0:0 -d "$rfs" "$work/rootfs.ext4" "$size"
+qemu-img convert -f raw -O qcow2 "$work/rootfs.ext4" "$work/rootfs.qcow2"
+
+mkdir -p "$out"
+cp "$(echo "$work"/kernel/boot/vmlinuz-*)" "$out/vmlinuz.tmp"
+mv "$out/vmlinuz.tmp" "$out/vmlinuz"
+mv "$work/initrd.img" "$out/initrd.img"
+mv "$work/rootfs.qcow2" "$out/rootfs.qcow2"
+cat > "$out/manifest.json" <<JSON
+{"template":"$template","kernelPackage":"$kpkg","kernelVersion":"$kver","busybox":"$bver","size":"$size","inputsHash":"$inputs_hash","builtAt":"$(date -u +%Y-%m-%dT%H:%M:%SZ)"}
+JSON
+echo "$inputs_hash" > "$out/.inputs-hash"
+echo "built image $template in $out ($inputs_hash)"
