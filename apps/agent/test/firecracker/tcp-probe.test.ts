@@ -1,0 +1,36 @@
+import { createServer, type Server } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/vmm/firecracker/index.ts";
+import { TcpReadinessProbe } from "../../src/vmm/firecracker/tcp-probe.ts";
+
+describe("TcpReadinessProbe (loopback)", () => {
+  let server: Server;
+  let open: number;
+  let closed: number;
+
+  beforeAll(async () => {
+    server = createServer((s) => s.end());
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    open = (server.address() as { port: number }).port;
+    const spare = createServer();
+    await new Promise<void>((r) => spare.listen(0, "127.0.0.1", () => r()));
+    closed = (spare.address() as { port: number }).port;
+    await new Promise<void>((r) => spare.close(() => r()));
+  });
+  afterAll(async () => {
+    await new Promise<void>((r) => server.close(() => r()));
+  });
+
+  it("resolves when every port accepts", async () => {
+    await new TcpReadinessProbe(systemClock, 20).waitForPorts("127.0.0.1", [open], 2_000);
+  });
+
+  it("names the ports still closed at the deadline", async () => {
+    await expect(
+      new TcpReadinessProbe(systemClock, 20).waitForPorts("127.0.0.1", [open, closed], 200),
+    ).rejects.toMatchObject({
+      code: "timeout",
+      message: expect.stringContaining(`port(s) ${closed} not answering`),
+    });
+  });
+});
