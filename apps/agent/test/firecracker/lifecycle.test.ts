@@ -302,4 +302,18 @@ describe.skipIf(skipReason !== null)("Firecracker executor against the v1.16.1 A
       code: "golden_missing",
     });
   });
+
+  it("a failed golden build reports failed with the reason and leaves nothing running", async () => {
+    const spawnedBefore = rig.processes.spawned.length;
+    const broken = { ...TEMPLATE, name: "no-image" };
+    await expect(rig.executor.buildGolden(broken, new RecordingReporter())).rejects.toMatchObject({
+      code: "disk_failed",
+    });
+    expect(await rig.executor.goldenStatus("no-image")).toMatchObject({
+      status: "failed",
+      error: expect.stringMatching(/^cp .*no-image\/rootfs.ext4/),
+    });
+    expect(rig.processes.spawned.length).toBe(spawnedBefore);
+    expect(await rig.executor.goldenStatus("never-built")).toMatchObject({ status: "missing" });
+  });
 });
