@@ -27,7 +27,17 @@ export function applyJobEvents(
   events: readonly JobEvent[],
 ): { state: JobState; applied: JobEvent[] } {
   if (isFinal(job.status)) return { state: job, applied: [] };
-  const state: JobState = { ...job, steps: job.steps.map((s) => ({ ...s })) };
+  // Copy only the job's event-driven fields, so callers can persist `state` as is.
+  const state: JobState = {
+    status: job.status,
+    lastSeq: job.lastSeq,
+    steps: job.steps.map((s) => ({ ...s })),
+    log: job.log,
+    error: job.error,
+    result: job.result,
+    startedAt: job.startedAt,
+    finishedAt: job.finishedAt,
+  };
   const applied: JobEvent[] = [];
   for (const event of [...events].sort((a, b) => a.seq - b.seq)) {
     if (event.seq <= state.lastSeq) continue;

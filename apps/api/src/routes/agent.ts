@@ -20,14 +20,14 @@ export function agentRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.post(
       "/jobs/claim",
       {
-        preHandler: agent,
+        onRequest: agent,
         schema: { tags: ["agent"], body: ClaimRequest, response: { 200: ClaimResponse } },
       },
-      async (req) => {
+      async (req, reply) => {
         // Stop waiting (and claim nothing more) the moment the agent hangs up.
         const abort = new AbortController();
-        req.raw.on("close", () => abort.abort());
-        req.raw.socket?.on("close", () => abort.abort());
+        // (IncomingMessage "close" fires once the body is read; the response's fires on hang-up.)
+        reply.raw.on("close", () => abort.abort());
         const jobs = await longPollClaim(
           ctx,
           req.agentServer!.id,
@@ -42,7 +42,7 @@ export function agentRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.post(
       "/jobs/:id/events",
       {
-        preHandler: agent,
+        onRequest: agent,
         schema: {
           tags: ["agent"],
           params: z.object({ id: z.string().uuid() }),
@@ -56,7 +56,7 @@ export function agentRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.post(
       "/heartbeat",
       {
-        preHandler: agent,
+        onRequest: agent,
         schema: { tags: ["agent"], body: Heartbeat, response: { 200: HeartbeatResponse } },
       },
       async (req) => recordHeartbeat(ctx, req.agentServer!, req.body),

@@ -68,14 +68,14 @@ export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       return reply.code(204).send();
     });
 
-    app.get("/me", { preHandler: user, schema: { tags: ["auth"], response: { 200: Me } } }, async (req) =>
+    app.get("/me", { onRequest: user, schema: { tags: ["auth"], response: { 200: Me } } }, async (req) =>
       toMe(req.principal!),
     );
 
     app.get(
       "/tokens",
       {
-        preHandler: user,
+        onRequest: user,
         schema: { tags: ["tokens"], response: { 200: z.object({ tokens: z.array(ApiToken) }) } },
       },
       async (req) => ({ tokens: await listApiTokens(ctx, req.principal!) }),
@@ -84,7 +84,7 @@ export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.post(
       "/tokens",
       {
-        preHandler: user,
+        onRequest: user,
         schema: { tags: ["tokens"], body: CreateTokenRequest, response: { 201: CreatedToken } },
       },
       async (req, reply) => reply.code(201).send(await createApiToken(ctx, req.principal!, req.body.name)),
@@ -92,7 +92,7 @@ export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
 
     app.delete(
       "/tokens/:id",
-      { preHandler: user, schema: { tags: ["tokens"], params: z.object({ id: z.string().uuid() }) } },
+      { onRequest: user, schema: { tags: ["tokens"], params: z.object({ id: z.string().uuid() }) } },
       async (req, reply) => {
         await revokeApiToken(ctx, req.principal!, req.params.id);
         return reply.code(204).send();

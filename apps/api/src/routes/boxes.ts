@@ -10,7 +10,7 @@ import { listBoxJobs, toJob } from "../services/jobs.ts";
 import { listTemplates } from "../services/templates.ts";
 
 // Any string reaches the handler; one that cannot be a slug is simply a box that does not exist.
-const SlugParams = z.object({ slug: z.string().max(256) });
+const SlugParams = z.object({ slug: z.string().max(1024) });
 const BoxWithJob = z.object({ box: Box, job: Job });
 
 export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
@@ -30,7 +30,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.get(
       "/templates",
       {
-        preHandler: user,
+        onRequest: user,
         schema: { tags: ["boxes"], response: { 200: z.object({ templates: z.array(Template) }) } },
       },
       async () => ({ templates: await listTemplates(ctx) }),
@@ -38,14 +38,14 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
 
     app.get(
       "/boxes",
-      { preHandler: user, schema: { tags: ["boxes"], response: { 200: z.object({ boxes: z.array(Box) }) } } },
+      { onRequest: user, schema: { tags: ["boxes"], response: { 200: z.object({ boxes: z.array(Box) }) } } },
       async (req) => ({ boxes: (await listBoxes(ctx, req.principal!)).map((r) => toBox(r.box, r.server)) }),
     );
 
     app.post(
       "/boxes",
       {
-        preHandler: user,
+        onRequest: user,
         schema: { tags: ["boxes"], body: CreateBoxRequest, response: { 202: BoxWithJob } },
       },
       async (req, reply) => {
@@ -57,14 +57,14 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
 
     app.get(
       "/boxes/:slug",
-      { preHandler: user, schema: { tags: ["boxes"], params: SlugParams, response: { 200: Box } } },
+      { onRequest: user, schema: { tags: ["boxes"], params: SlugParams, response: { 200: Box } } },
       async (req) => (await view((await lookup(req, req.params.slug)).id)).box,
     );
 
     app.patch(
       "/boxes/:slug",
       {
-        preHandler: user,
+        onRequest: user,
         schema: { tags: ["boxes"], params: SlugParams, body: UpdateBoxRequest, response: { 200: Box } },
       },
       async (req) => {
@@ -78,7 +78,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       app.post(
         `/boxes/:slug/${action}`,
         {
-          preHandler: user,
+          onRequest: user,
           schema: { tags: ["boxes"], params: SlugParams, response: { 202: BoxWithJob, 200: BoxWithJob } },
         },
         async (req, reply) => {
@@ -95,7 +95,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.delete(
       "/boxes/:slug",
       {
-        preHandler: user,
+        onRequest: user,
         schema: { tags: ["boxes"], params: SlugParams, response: { 202: BoxWithJob, 200: BoxWithJob } },
       },
       async (req, reply) => {
@@ -111,7 +111,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.get(
       "/boxes/:slug/jobs",
       {
-        preHandler: user,
+        onRequest: user,
         schema: { tags: ["boxes"], params: SlugParams, response: { 200: z.object({ jobs: z.array(Job) }) } },
       },
       async (req) => {

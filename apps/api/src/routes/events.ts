@@ -10,7 +10,7 @@ import { requireUser } from "../http/auth.ts";
 export function eventRoutes(ctx: Ctx): FastifyPluginAsync {
   const user = requireUser(ctx);
   return async (app) => {
-    app.get("/events", { preHandler: user, schema: { tags: ["realtime"], hide: true } }, (req, reply) => {
+    app.get("/events", { onRequest: user, schema: { tags: ["realtime"], hide: true } }, (req, reply) => {
       reply.hijack();
       const res = reply.raw;
       res.writeHead(200, {
@@ -30,7 +30,7 @@ export function eventRoutes(ctx: Ctx): FastifyPluginAsync {
         clearInterval(keepalive);
         unsubscribe();
       };
-      req.raw.on("close", close);
+      res.on("close", close);
     });
   };
 }

@@ -13,7 +13,7 @@ export function serverRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.get(
       "/servers",
       {
-        preHandler: admin,
+        onRequest: admin,
         schema: { tags: ["servers"], response: { 200: z.object({ servers: z.array(Server) }) } },
       },
       async () => ({ servers: await listServers(ctx) }),
@@ -21,20 +21,20 @@ export function serverRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.post(
       "/servers",
       {
-        preHandler: admin,
+        onRequest: admin,
         schema: { tags: ["servers"], body: RegisterServerRequest, response: { 201: RegisteredServer } },
       },
       async (req, reply) => reply.code(201).send(await registerServer(ctx, req.principal!, req.body)),
     );
     app.get(
       "/servers/:name",
-      { preHandler: admin, schema: { tags: ["servers"], params: NameParams, response: { 200: Server } } },
+      { onRequest: admin, schema: { tags: ["servers"], params: NameParams, response: { 200: Server } } },
       async (req) => getServer(ctx, req.params.name),
     );
     app.post(
       "/servers/:name/token",
       {
-        preHandler: admin,
+        onRequest: admin,
         schema: {
           tags: ["servers"],
           params: NameParams,

@@ -1,0 +1,158 @@
+import { expect, it } from "vitest";
+import { reapExpiredJobs } from "../src/services/jobs.ts";
+import { heartbeat, registerServer, signedInClient, type TestClient } from "./support/client.ts";
+import { describeOnEachDb } from "./support/each-db.ts";
+
+const at = () => new Date().toISOString();
+
+describeOnEachDb("agent protocol", (env) => {
+  let admin: TestClient;
+  let agentA: TestClient;
+  let agentB: TestClient;
+
+  async function setup() {
+    admin ??= await signedInClient(env().url, "admin");
+    agentA ??= await registerServer(admin, "host-a");
+    agentB ??= await registerServer(admin, "host-b", { capacity: { vcpu: 1, memoryMb: 1024, diskGb: 1 } });
+    await agentA.post("/agent/v1/heartbeat", heartbeat());
+    await agentB.post("/agent/v1/heartbeat", heartbeat());
+  }
+
+  it("refuses requests without a valid agent token", async () => {
+    await setup();
+    const anonymous = admin.withBearer("dpa_not-a-real-token");
+    expect((await anonymous.post("/agent/v1/jobs/claim", { waitMs: 0 })).status).toBe(401);
+    expect((await anonymous.post("/agent/v1/heartbeat", heartbeat())).status).toBe(401);
+  });
+
+  it("answers a held long-poll the moment a job is enqueued", async () => {
+    await setup();
+    const started = Date.now();
+    const claim = agentA.post("/agent/v1/jobs/claim", { waitMs: 10_000 });
+    await new Promise((r) => setTimeout(r, 200));
+    const created = await admin.post("/api/v1/boxes", { template: "minimal", name: "fast" });
+    expect(created.status).toBe(202);
+    const res = await claim;
+    expect(res.status).toBe(200);
+    expect(res.body.jobs).toHaveLength(1);
+    expect(res.body.jobs[0]).toMatchObject({ action: "create", box: "fast", attempt: 1 });
+    // Well under the 10 s wait: it returned on the enqueue, not on the timeout.
+    expect(Date.now() - started).toBeLessThan(5_000);
+    const done = [{ seq: 1, at: at(), type: "result", ok: true }];
+    await agentA.post(`/agent/v1/jobs/${res.body.jobs[0].id}/events`, { events: done });
+  });
+
+  it("returns an empty list when the wait runs out", async () => {
+    await setup();
+    const res = await agentB.post("/agent/v1/jobs/claim", { waitMs: 200 });
+    expect(res.body).toEqual({ jobs: [] });
+  });
+
+  it("applies events once, ignores stale sequences, and never changes a finished job", async () => {
+    await setup();
+    await admin.post("/api/v1/boxes", { template: "minimal", name: "evented" });
+    const [job] = (await agentA.post("/agent/v1/jobs/claim", { waitMs: 0 })).body.jobs;
+    const batch1 = [
+      { seq: 1, at: at(), type: "started" },
+      { seq: 2, at: at(), type: "step", name: "allocate_ip", status: "running" },
+    ];
+    expect((await agentA.post(`/agent/v1/jobs/${job.id}/events`, { events: batch1 })).body).toEqual({
+      applied: 2,
+      lastSeq: 2,
+    });
+    // A redelivery of the same batch (the agent did not see our answer) changes nothing.
+    expect((await agentA.post(`/agent/v1/jobs/${job.id}/events`, { events: batch1 })).body).toEqual({
+      applied: 0,
+      lastSeq: 2,
+    });
+    // A gap is not applied; the agent learns lastSeq and resends from there.
+    const gap = [{ seq: 4, at: at(), type: "result", ok: true }];
+    expect((await agentA.post(`/agent/v1/jobs/${job.id}/events`, { events: gap })).body).toEqual({
+      applied: 0,
+      lastSeq: 2,
+    });
+    const rest = [
+      { seq: 3, at: at(), type: "step", name: "allocate_ip", status: "succeeded" },
+      { seq: 4, at: at(), type: "result", ok: true, data: { ip: "10.0.0.9" } },
+    ];
+    expect((await agentA.post(`/agent/v1/jobs/${job.id}/events`, { events: rest })).body).toEqual({
+      applied: 2,
+      lastSeq: 4,
+    });
+    const late = [{ seq: 5, at: at(), type: "result", ok: false, error: "late" }];
+    expect((await agentA.post(`/agent/v1/jobs/${job.id}/events`, { events: late })).body).toEqual({
+      applied: 0,
+      lastSeq: 4,
+    });
+
+    const jobs = (await admin.get("/api/v1/boxes/evented/jobs")).body.jobs;
+    expect(jobs[0]).toMatchObject({ status: "succeeded", error: null, result: { ip: "10.0.0.9" } });
+    expect(jobs[0].steps).toMatchObject([{ name: "allocate_ip", status: "succeeded" }]);
+    expect(jobs[0].steps[0].finishedAt).not.toBeNull();
+    expect((await admin.get("/api/v1/boxes/evented")).body).toMatchObject({
+      status: "running",
+      ip: "10.0.0.9",
+    });
+  });
+
+  it("keeps one server's jobs away from another server's token", async () => {
+    await setup();
+    await admin.post("/api/v1/boxes", { template: "minimal", name: "isolated" });
+    expect((await agentB.post("/agent/v1/jobs/claim", { waitMs: 0 })).body.jobs).toEqual([]);
+    const [job] = (await agentA.post("/agent/v1/jobs/claim", { waitMs: 0 })).body.jobs;
+    const forged = await agentB.post(`/agent/v1/jobs/${job.id}/events`, {
+      events: [{ seq: 1, at: at(), type: "result", ok: false, error: "forged" }],
+    });
+    expect(forged.status).toBe(404);
+    expect((await admin.get("/api/v1/boxes/isolated")).body.status).toBe("creating");
+    await agentA.post(`/agent/v1/jobs/${job.id}/events`, {
+      events: [{ seq: 1, at: at(), type: "result", ok: true }],
+    });
+  });
+
+  it("reaps expired leases: undelivered jobs go back to pending, silent running jobs fail visibly", async () => {
+    await setup();
+    const { cp } = env();
+    await admin.post("/api/v1/boxes", { template: "minimal", name: "lost-delivery" });
+    const [delivered] = (await agentA.post("/agent/v1/jobs/claim", { waitMs: 0 })).body.jobs;
+    await admin.post("/api/v1/boxes", { template: "minimal", name: "went-silent" });
+    const [running] = (await agentA.post("/agent/v1/jobs/claim", { waitMs: 0 })).body.jobs;
+    await agentA.post(`/agent/v1/jobs/${running.id}/events`, {
+      events: [{ seq: 1, at: at(), type: "started" }],
+    });
+
+    // Nothing has expired yet.
+    expect(await reapExpiredJobs(cp.ctx)).toEqual({ requeued: 0, failed: 0 });
+    const later = { now: () => new Date(Date.now() + cp.ctx.config.runningLeaseMs + 60_000) };
+    expect(await reapExpiredJobs({ ...cp.ctx, clock: later })).toEqual({ requeued: 1, failed: 1 });
+
+    const again = (await agentA.post("/agent/v1/jobs/claim", { waitMs: 0 })).body.jobs;
+    expect(again).toMatchObject([{ id: delivered.id, attempt: 2 }]);
+    const silent = (await admin.get("/api/v1/boxes/went-silent")).body;
+    expect(silent.status).toBe("error");
+    expect(silent.statusReason).toMatch(/stopped reporting/);
+    const failedJob = (await admin.get("/api/v1/boxes/went-silent/jobs")).body.jobs[0];
+    expect(failedJob.status).toBe("failed");
+    // The agent's late result cannot revive a failed job.
+    const late = await agentA.post(`/agent/v1/jobs/${running.id}/events`, {
+      events: [{ seq: 2, at: at(), type: "result", ok: true }],
+    });
+    expect(late.body.applied).toBe(0);
+    await agentA.post(`/agent/v1/jobs/${delivered.id}/events`, {
+      events: [{ seq: 1, at: at(), type: "result", ok: true }],
+    });
+  });
+
+  it("extends the leases of jobs the agent reports holding", async () => {
+    await setup();
+    const { cp } = env();
+    await admin.post("/api/v1/boxes", { template: "minimal", name: "held" });
+    const [job] = (await agentA.post("/agent/v1/jobs/claim", { waitMs: 0 })).body.jobs;
+    await agentA.post("/agent/v1/heartbeat", heartbeat({ minimal: "ready" }, { jobs: [job.id] }));
+    const afterDelivery = { now: () => new Date(Date.now() + cp.ctx.config.deliveryLeaseMs + 1000) };
+    expect(await reapExpiredJobs({ ...cp.ctx, clock: afterDelivery })).toEqual({ requeued: 0, failed: 0 });
+    await agentA.post(`/agent/v1/jobs/${job.id}/events`, {
+      events: [{ seq: 1, at: at(), type: "result", ok: true }],
+    });
+  });
+});

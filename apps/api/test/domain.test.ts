@@ -1,0 +1,132 @@
+import type { JobEvent } from "@doppio/contracts";
+import { describe, expect, it } from "vitest";
+import { applyJobEvents, type JobState } from "../src/domain/job-events.ts";
+import { type Candidate, placeBox } from "../src/domain/placement.ts";
+
+const now = new Date("2026-01-01T12:00:00Z");
+const server = (over: Partial<Candidate>): Candidate => ({
+  id: over.name ?? "s",
+  name: "s",
+  status: "active",
+  lastHeartbeatAt: new Date(now.getTime() - 1000),
+  capacity: { vcpu: 8, memoryMb: 16384, diskGb: 100 },
+  used: { vcpu: 0, memoryMb: 0, diskGb: 0 },
+  golden: "ready",
+  ...over,
+});
+const small = { vcpu: 1, memoryMb: 2048, diskGb: 10 };
+const opts = { now, heartbeatFreshMs: 90_000, allowColdBoot: false };
+
+describe("placement", () => {
+  it("picks the ready server with the most free memory", () => {
+    const result = placeBox(
+      [server({ name: "a", used: { vcpu: 0, memoryMb: 8000, diskGb: 0 } }), server({ name: "b" })],
+      small,
+      opts,
+    );
+    expect(result.ok && result.server.name).toBe("b");
+  });
+
+  it("refuses stale, inactive, full and not-ready servers, saying why", () => {
+    const result = placeBox(
+      [
+        server({ name: "stale", lastHeartbeatAt: new Date(now.getTime() - 120_000) }),
+        server({ name: "broken", status: "broken" }),
+        server({ name: "full", used: { vcpu: 8, memoryMb: 0, diskGb: 0 } }),
+        server({ name: "cold", golden: "missing" }),
+      ],
+      small,
+      opts,
+    );
+    expect(result.ok).toBe(false);
+    if (!result.ok) {
+      expect(result.reasons).toEqual([
+        "stale: agent not heard from recently",
+        "broken: not active",
+        "full: not enough vcpu",
+        "cold: template not ready",
+      ]);
+    }
+  });
+
+  it("lets the default template cold-boot where no golden snapshot is ready, preferring a ready one", () => {
+    const cold = placeBox([server({ name: "cold", golden: "missing" })], small, {
+      ...opts,
+      allowColdBoot: true,
+    });
+    expect(cold.ok).toBe(true);
+    const both = placeBox(
+      [
+        server({ name: "a-cold", golden: null }),
+        server({ name: "b-ready", used: { vcpu: 0, memoryMb: 9000, diskGb: 0 } }),
+      ],
+      small,
+      { ...opts, allowColdBoot: true },
+    );
+    expect(both.ok && both.server.name).toBe("b-ready");
+  });
+
+  it("reports an empty fleet", () => {
+    expect(placeBox([], small, opts)).toEqual({ ok: false, reasons: ["no servers registered"] });
+  });
+});
+
+const fresh = (): JobState => ({
+  status: "delivered",
+  lastSeq: 0,
+  steps: [],
+  log: "",
+  error: null,
+  result: null,
+  startedAt: null,
+  finishedAt: null,
+});
+const at = (s: number) => new Date(now.getTime() + s * 1000).toISOString();
+
+describe("job events", () => {
+  const events: JobEvent[] = [
+    { seq: 1, at: at(0), type: "started" },
+    { seq: 2, at: at(1), type: "step", name: "allocate_ip", status: "running" },
+    { seq: 3, at: at(2), type: "step", name: "allocate_ip", status: "succeeded" },
+    { seq: 4, at: at(3), type: "result", ok: true, data: { ip: "10.0.0.2" } },
+  ];
+
+  it("records steps with start and end times, then the result", () => {
+    const { state, applied } = applyJobEvents(fresh(), events);
+    expect(applied).toHaveLength(4);
+    expect(state.status).toBe("succeeded");
+    expect(state.steps).toEqual([
+      { name: "allocate_ip", status: "succeeded", startedAt: at(1), finishedAt: at(2), detail: null },
+    ]);
+    expect(state.result).toEqual({ ip: "10.0.0.2" });
+    expect(state.lastSeq).toBe(4);
+  });
+
+  it("ignores replays and stale sequences", () => {
+    const first = applyJobEvents(fresh(), events.slice(0, 3)).state;
+    const again = applyJobEvents(first, events.slice(0, 3));
+    expect(again.applied).toHaveLength(0);
+    expect(again.state).toEqual(first);
+  });
+
+  it("stops at a gap instead of applying out of order", () => {
+    const { state, applied } = applyJobEvents(fresh(), [events[0]!, events[2]!, events[3]!]);
+    expect(applied.map((e) => e.seq)).toEqual([1]);
+    expect(state.lastSeq).toBe(1);
+    expect(state.status).toBe("running");
+  });
+
+  it("never changes a finished job", () => {
+    const done = applyJobEvents(fresh(), events).state;
+    const late: JobEvent = { seq: 5, at: at(9), type: "result", ok: false, error: "late" };
+    expect(applyJobEvents(done, [late])).toEqual({ state: done, applied: [] });
+  });
+
+  it("fails a job with the agent's reason", () => {
+    const { state } = applyJobEvents(fresh(), [
+      { seq: 1, at: at(0), type: "result", ok: false, error: "no free address" },
+    ]);
+    expect(state.status).toBe("failed");
+    expect(state.error).toBe("no free address");
+  });
+});

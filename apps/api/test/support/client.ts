@@ -1,0 +1,87 @@
+/** A tiny HTTP client for tests: JSON in, status + JSON out, cookies kept per instance. */
+export class TestClient {
+  private cookie: string | null = null;
+
+  constructor(
+    readonly baseUrl: string,
+    private bearer: string | null = null,
+  ) {}
+
+  withBearer(token: string): TestClient {
+    return new TestClient(this.baseUrl, token);
+  }
+
+  async request<T = any>(
+    method: string,
+    path: string,
+    body?: unknown,
+    init: { headers?: Record<string, string>; rawBody?: string } = {},
+  ): Promise<{ status: number; body: T; headers: Headers }> {
+    const headers: Record<string, string> = { ...init.headers };
+    if (body !== undefined || init.rawBody !== undefined) headers["content-type"] ??= "application/json";
+    if (this.cookie) headers.cookie = this.cookie;
+    if (this.bearer) headers.authorization = `Bearer ${this.bearer}`;
+    const res = await fetch(new URL(path, this.baseUrl), {
+      method,
+      headers,
+      body: init.rawBody ?? (body === undefined ? undefined : JSON.stringify(body)),
+    });
+    const setCookie = res.headers.getSetCookie();
+    for (const c of setCookie) {
+      const [pair] = c.split(";");
+      if (pair?.startsWith("doppio_session=")) this.cookie = pair.endsWith("=") ? null : pair;
+    }
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      // non-JSON bodies (metrics) stay text
+    }
+    return { status: res.status, body: parsed as T, headers: res.headers };
+  }
+
+  get = <T = any>(path: string) => this.request<T>("GET", path);
+  post = <T = any>(path: string, body?: unknown) => this.request<T>("POST", path, body);
+  del = <T = any>(path: string) => this.request<T>("DELETE", path);
+}
+
+let counter = 0;
+export const uniqueEmail = (tag = "user") => `${tag}-${process.pid}-${Date.now()}-${counter++}@example.com`;
+export const PASSWORD = "correct horse battery staple";
+
+/** Signs up a fresh user and returns a client holding its session. */
+export async function signedInClient(baseUrl: string, tag?: string): Promise<TestClient> {
+  const client = new TestClient(baseUrl);
+  const res = await client.post("/api/v1/auth/signup", { email: uniqueEmail(tag), password: PASSWORD });
+  if (res.status !== 201) throw new Error(`signup failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return client;
+}
+
+/** Registers an active server as `admin` and returns its agent client. */
+export async function registerServer(
+  admin: TestClient,
+  name: string,
+  extra: Record<string, unknown> = {},
+): Promise<TestClient> {
+  const res = await admin.post("/api/v1/servers", {
+    name,
+    domain: `${name}.example.test`,
+    backend: "qemu",
+    capacity: { vcpu: 16, memoryMb: 65536, diskGb: 500 },
+    ...extra,
+  });
+  if (res.status !== 201) throw new Error(`register failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return new TestClient(admin.baseUrl, res.body.agentToken);
+}
+
+export function heartbeat(golden: Record<string, "ready" | "missing"> = { minimal: "ready" }, extra = {}) {
+  return {
+    version: "test",
+    backend: "qemu",
+    capacity: { vcpu: 16, memoryMb: 65536, diskGb: 500 },
+    vms: [],
+    golden: Object.fromEntries(Object.entries(golden).map(([t, status]) => [t, { status, version: "1" }])),
+    ...extra,
+  };
+}
