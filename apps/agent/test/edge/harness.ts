@@ -8,7 +8,7 @@ import { buildEdgeConfig } from "../../src/edge/caddy-config.ts";
 import { EdgeConfigKeeper } from "../../src/edge/edge-config.ts";
 import { edgePlugin } from "../../src/edge/plugin.ts";
 import { type BoxRoute, MemoryRouteTable } from "../../src/edge/routes.ts";
-import { type AccessClaims, generateEd25519, mint } from "../../src/edge/token.ts";
+import { type AccessClaims, generateEd25519, mint } from "@doppio/access-token";
 import { freePort, TestCaddy } from "../support/caddy.ts";
 import { FakeGuest } from "./fixtures.ts";
 
