@@ -1,0 +1,178 @@
+import { type Job, STEP_LABELS } from "@doppio/contracts";
+import type { Command } from "commander";
+import type { App } from "../app.ts";
+import { CliError, failed, usageError } from "../errors.ts";
+import type { OutStream } from "../io.ts";
+import { clockTime, formatDuration, printJson, renderTable, shortId } from "../output.ts";
+import { watchBoxJobs } from "../watch.ts";
+import { parsePort, parseSlug } from "./box-args.ts";
+
+export function registerInfoCommands(program: Command, app: App): void {
+  program
+    .command("jobs <name>")
+    .description("list a box's jobs, newest first")
+    .option("--json", "print JSON (an array of jobs)")
+    .action(async (name: string, opts: { json?: boolean }) => {
+      const jobs = await (await app.api()).jobs(parseSlug(name));
+      if (opts.json) return printJson(app.io.stdout, jobs);
+      app.io.stdout.write(
+        renderTable(
+          ["ID", "ACTION", "STATUS", "CREATED", "DURATION", "ERROR"],
+          jobs.map((j) => [
+            shortId(j.id),
+            j.action,
+            j.status,
+            j.createdAt.replace(/\.\d+Z$/, "Z"),
+            j.startedAt && j.finishedAt
+              ? formatDuration(Date.parse(j.finishedAt) - Date.parse(j.startedAt))
+              : "-",
+            j.error ?? "",
+          ]),
+        ),
+      );
+    });
+
+  program
+    .command("logs <name>")
+    .description("show the steps of a box's jobs; -f follows them live")
+    .option("-f, --follow", "keep following new jobs and steps (Ctrl-C to stop)")
+    .option("--json", "print JSON (the box's jobs; not with --follow)")
+    .addHelpText(
+      "after",
+      `
+For now this shows the control plane's record of the box's jobs: each step, its outcome
+and any error. The live log stream from inside the box (bench, code-server) comes later.
+
+Examples:
+  doppio logs my-box
+  doppio logs my-box -f`,
+    )
+    .action(async (name: string, opts: { follow?: boolean; json?: boolean }) => {
+      const slug = parseSlug(name);
+      const api = await app.api();
+      const jobs = await api.jobs(slug);
+      if (opts.json) {
+        if (opts.follow) throw usageError("--json cannot be combined with --follow");
+        return printJson(app.io.stdout, jobs);
+      }
+      const printer = new StepPrinter(app.io.stdout);
+      for (const job of [...jobs].reverse()) printer.show(job);
+      if (!opts.follow) {
+        if (jobs.length === 0) app.io.stdout.write(`Box ${slug} has no jobs yet.\n`);
+        return;
+      }
+      const abort = new AbortController();
+      let error: unknown = null;
+      await app.io.onInterrupt(
+        () => {
+          error = new CliError("interrupted", "stopped following");
+          abort.abort();
+        },
+        () =>
+          watchBoxJobs(
+            api,
+            app.io,
+            slug,
+            {
+              onJob: (job) => printer.show(job),
+              onPollError(err) {
+                // Gone after a delete, or access lost: following makes no sense any more.
+                if (err instanceof CliError && err.kind !== "unreachable") {
+                  error = err;
+                  abort.abort();
+                }
+              },
+            },
+            abort.signal,
+          ),
+      );
+      if (error) throw error;
+    });
+
+  program
+    .command("open <name>")
+    .description("print a box's URL and open it in a browser when there is one")
+    .option("--code", "the VS Code URL instead of the site")
+    .option("--port <port>", "the URL of a dev server port inside the box")
+    .addHelpText(
+      "after",
+      `
+A browser (xdg-open) is started only when DISPLAY or WAYLAND_DISPLAY is set and the
+output is a terminal; otherwise the URL is just printed.
+
+Examples:
+  doppio open my-box
+  doppio open my-box --code
+  doppio open my-box --port 5173`,
+    )
+    .action(async (name: string, opts: { code?: boolean; port?: string }) => {
+      const slug = parseSlug(name);
+      if (opts.code && opts.port) throw usageError("--code and --port exclude each other");
+      const port = opts.port === undefined ? undefined : parsePort(opts.port);
+      const box = await (await app.api()).box(slug);
+      if (!box.urls)
+        throw failed(`box ${slug} has no URLs yet (status: ${box.status})`, `doppio status ${slug}`);
+      const url = port
+        ? box.urls.devPort.replace("{port}", String(port))
+        : opts.code
+          ? box.urls.code
+          : box.urls.site;
+      app.io.stdout.write(`${url}\n`);
+      if (app.io.settings.hasDisplay && app.io.stdout.isTTY) await app.io.openBrowser(url);
+    });
+
+  program
+    .command("templates")
+    .description("list the templates boxes are created from")
+    .option("--json", "print JSON (an array of templates)")
+    .action(async (opts: { json?: boolean }) => {
+      const templates = await (await app.api()).templates();
+      if (opts.json) return printJson(app.io.stdout, templates);
+      app.io.stdout.write(
+        renderTable(
+          ["NAME", "TITLE", "VERSION", "SIZE", "READY ON", "DESCRIPTION"],
+          templates.map((t) => [
+            t.name,
+            t.title,
+            t.version,
+            t.defaultSize,
+            `${t.readyOn.length} server${t.readyOn.length === 1 ? "" : "s"}`,
+            t.description,
+          ]),
+        ),
+      );
+    });
+}
+
+/** Prints each job's header, steps and outcome once, however often the job is seen again. */
+class StepPrinter {
+  private printed = new Set<string>();
+
+  constructor(private readonly out: OutStream) {}
+
+  show(job: Job): void {
+    this.once(`${job.id}`, `== ${job.action} job ${shortId(job.id)} · created ${job.createdAt}`);
+    job.steps.forEach((step, i) => {
+      const mark = step.status === "running" ? "▸" : step.status === "succeeded" ? "✓" : "✗";
+      const at = Date.parse(step.finishedAt ?? step.startedAt);
+      const took = step.finishedAt
+        ? ` (${formatDuration(Date.parse(step.finishedAt) - Date.parse(step.startedAt))})`
+        : "";
+      const detail = step.detail ? `: ${step.detail}` : "";
+      this.once(
+        `${job.id}:${i}:${step.status}`,
+        `${clockTime(at)}  ${mark} ${STEP_LABELS[step.name]}${took}${detail}`,
+      );
+    });
+    if (job.status === "succeeded" || job.status === "failed") {
+      const error = job.error ? `: ${job.error}` : "";
+      this.once(`${job.id}:final`, `   ${job.status}${error}`);
+    }
+  }
+
+  private once(key: string, line: string): void {
+    if (this.printed.has(key)) return;
+    this.printed.add(key);
+    this.out.write(`${line}\n`);
+  }
+}

@@ -1,0 +1,239 @@
+import { spawnSync } from "node:child_process";
+import { readFile, stat } from "node:fs/promises";
+import { createServer } from "node:net";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PASSWORD, TestClient, uniqueEmail } from "../../api/test/support/client.ts";
+import { startControlPlane, type TestControlPlane } from "../../api/test/support/control-plane.ts";
+import { buildCli, type CliHome, cliHome } from "./support/cli.ts";
+import { type ScriptedAgent, startScriptedAgent } from "./support/scripted-agent.ts";
+
+/** A loopback port nothing listens on: bound, then released. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe("doppio CLI against a real control plane", () => {
+  let cp: TestControlPlane;
+  let agent: ScriptedAgent;
+  let home: CliHome;
+  const email = uniqueEmail("cli");
+
+  beforeAll(async () => {
+    const [started] = await Promise.all([
+      startControlPlane({ config: { authRateLimitPerMinute: 1000 } }),
+      buildCli(),
+    ]);
+    cp = started;
+    // The first account is the admin that registers the scripted agent's server.
+    const admin = new TestClient(cp.url);
+    expect(
+      (await admin.post("/api/v1/auth/signup", { email: uniqueEmail("admin"), password: PASSWORD })).status,
+    ).toBe(201);
+    agent = await startScriptedAgent(admin, "cli-host", {
+      failWith: (job) => (String(job.payload.slug).startsWith("doomed") ? "disk full on the host" : null),
+    });
+    expect(
+      (await new TestClient(cp.url).post("/api/v1/auth/signup", { email, password: PASSWORD })).status,
+    ).toBe(201);
+    home = await cliHome();
+  });
+
+  afterAll(async () => {
+    await agent?.stop();
+    await cp?.close();
+    await home?.cleanup();
+  });
+
+  const configFile = () => path.join(home.configDir, "config.json");
+
+  it("refuses a wrong password with exit 1 and a clear message, storing nothing", async () => {
+    const r = await home.run(["login", "--url", cp.url, "--email", email, "--password-stdin"], {
+      input: "not the password\n",
+    });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^doppio: wrong email or password\nhint: .+\n$/);
+    await expect(stat(configFile())).rejects.toThrow();
+  });
+
+  it("logs in with a password, storing a token (not the password) in a 0600 file", async () => {
+    const r = await home.run(["login", "--url", cp.url, "--email", email, "--password-stdin"], {
+      input: `${PASSWORD}\n`,
+    });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`as ${email}`);
+    const info = await stat(configFile());
+    expect(info.mode & 0o777).toBe(0o600);
+    const text = await readFile(configFile(), "utf8");
+    expect(text).not.toContain(PASSWORD);
+    const config = JSON.parse(text);
+    const ctx = config.contexts[config.current];
+    expect(ctx.token).toMatch(/^dpb_/);
+    // The stored token works against the API on its own.
+    const me = await new TestClient(cp.url, ctx.token).get("/api/v1/me");
+    expect(me.body.email).toBe(email);
+
+    const who = await home.run(["whoami", "--json"]);
+    expect(who.code).toBe(0);
+    expect(JSON.parse(who.stdout)).toMatchObject({ email, url: cp.url });
+  });
+
+  it("lists templates", async () => {
+    const r = await home.run(["templates", "--json"]);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout).map((t: { name: string }) => t.name)).toContain("minimal");
+  });
+
+  it("creates a box and waits until the job is done, with timestamped progress off a TTY", async () => {
+    const r = await home.run(["create", "cli-box", "--template", "minimal", "--env", "GREETING=hello=world"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("Box cli-box is running.");
+    expect(r.stdout).toContain("https://cli-box.site.cli-host.example.test");
+    expect(r.stderr).toMatch(/^\[\d\d:\d\d:\d\d\] creating cli-box: Restoring from the golden snapshot$/m);
+    expect(r.stderr).toMatch(/^\[\d\d:\d\d:\d\d\] creating cli-box: succeeded after \d+s$/m);
+  });
+
+  it("lists boxes as a table and as JSON", async () => {
+    const table = await home.run(["ls"]);
+    expect(table.code).toBe(0);
+    const [header, ...rows] = table.stdout.trimEnd().split("\n");
+    expect(header).toMatch(/^NAME\s+STATUS\s+TEMPLATE\s+SIZE\s+CREATED\s+SITE$/);
+    expect(rows.find((l) => l.startsWith("cli-box "))).toMatch(/^cli-box\s+running\s+minimal\s+small\s/);
+
+    const json = await home.run(["ls", "--json"]);
+    const box = JSON.parse(json.stdout).find((b: { slug: string }) => b.slug === "cli-box");
+    expect(box).toMatchObject({ status: "running", env: { GREETING: "hello=world" } });
+  });
+
+  it("stops and starts a box", async () => {
+    const stop = await home.run(["stop", "cli-box", "--json"]);
+    expect(stop.code).toBe(0);
+    expect(JSON.parse(stop.stdout)).toMatchObject({
+      box: { status: "stopped" },
+      job: { status: "succeeded" },
+    });
+
+    const start = await home.run(["start", "cli-box"]);
+    expect(start.code).toBe(0);
+    expect(start.stdout).toContain("Box cli-box is running.");
+    const status = await home.run(["status", "cli-box", "--json"]);
+    expect(JSON.parse(status.stdout).status).toBe("running");
+  });
+
+  it("shows the box's job steps and URLs", async () => {
+    const logs = await home.run(["logs", "cli-box"]);
+    expect(logs.code).toBe(0);
+    expect(logs.stdout).toMatch(/== create job [0-9a-f]{8}/);
+    expect(logs.stdout).toMatch(/✓ Publishing URLs/);
+    const jobs = await home.run(["jobs", "cli-box", "--json"]);
+    expect(JSON.parse(jobs.stdout).map((j: { action: string }) => j.action)).toEqual([
+      "start",
+      "stop",
+      "create",
+    ]);
+    const open = await home.run(["open", "cli-box", "--port", "5173"]);
+    expect(open.stdout).toBe("https://5173-cli-box.code.cli-host.example.test\n");
+  });
+
+  it("refuses rm without --yes when not on a terminal, and deletes with --yes", async () => {
+    const refused = await home.run(["rm", "cli-box"]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain("--yes");
+    expect(JSON.parse((await home.run(["status", "cli-box", "--json"])).stdout).status).toBe("running");
+
+    const rm = await home.run(["rm", "cli-box", "--yes"]);
+    expect(rm.code).toBe(0);
+    expect(rm.stdout).toContain("Box cli-box was deleted.");
+    const ls = await home.run(["ls", "--json"]);
+    expect(JSON.parse(ls.stdout).map((b: { slug: string }) => b.slug)).not.toContain("cli-box");
+  });
+
+  it("reports a failed job with exit 1 and the agent's reason", async () => {
+    const r = await home.run(["create", "doomed-box", "--template", "minimal"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("doppio: create of box doomed-box failed: disk full on the host\nhint: ");
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it("returns right away with --no-wait", async () => {
+    const r = await home.run(["create", "--template", "minimal", "--no-wait", "--json"]);
+    expect(r.code).toBe(0);
+    const { box, job } = JSON.parse(r.stdout);
+    expect(job.action).toBe("create");
+    expect(box.slug).toMatch(/^[a-z]+-[a-z]+-[0-9a-f]{4}$/);
+  });
+
+  it("exits 1 for an unknown box, with one line and a hint", async () => {
+    const r = await home.run(["status", "no-such-box"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe('doppio: box "no-such-box" not found\nhint: list your boxes with: doppio ls\n');
+  });
+
+  it("exits 2 for malformed --env and other usage errors, creating nothing", async () => {
+    for (const args of [
+      ["create", "bad-env", "--template", "minimal", "--env", "NOEQUALS"],
+      ["create", "bad-env", "--template", "minimal", "--env", "1X=2"],
+      ["create", "bad-env", "--template", "minimal", "--size", "huge"],
+      ["create", "Bad_Name", "--template", "minimal"],
+      ["ls", "--bogus"],
+      ["frobnicate"],
+    ]) {
+      const r = await home.run(args);
+      expect(r.code, args.join(" ")).toBe(2);
+      expect(r.stderr, args.join(" ")).toMatch(/^doppio: .+\nhint: .+\n$/);
+    }
+    const ls = await home.run(["ls", "-q"]);
+    expect(ls.stdout.split("\n")).not.toContain("bad-env");
+  });
+
+  it("exits 3 when the control plane cannot be reached (DOPPIO_URL/DOPPIO_TOKEN override the config)", async () => {
+    const port = await closedPort();
+    const r = await home.run(["ls"], {
+      env: { DOPPIO_URL: `http://127.0.0.1:${port}`, DOPPIO_TOKEN: "dpb_unused" },
+    });
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(
+      /^doppio: cannot reach the control plane at http:\/\/127\.0\.0\.1:\d+.*\nhint: .+\n$/,
+    );
+  });
+
+  it("manages contexts", async () => {
+    expect((await home.run(["context", "add", "other", "--url", "http://127.0.0.1:9"])).code).toBe(0);
+    const ls = await home.run(["context", "ls", "--json"]);
+    const names = JSON.parse(ls.stdout).map((c: { name: string; current: boolean }) => [c.name, c.current]);
+    expect(names).toContainEqual(["other", false]);
+    expect(JSON.stringify(JSON.parse(ls.stdout))).not.toContain("dpb_");
+    expect((await home.run(["context", "use", "nope"])).code).toBe(1);
+    expect((await home.run(["context", "rm", "other"])).code).toBe(0);
+    expect((await stat(configFile())).mode & 0o777).toBe(0o600);
+  });
+
+  it("prints completion scripts bash accepts", async () => {
+    const bash = await home.run(["completion", "bash"]);
+    expect(bash.code).toBe(0);
+    expect(bash.stdout).toContain("complete -F _doppio doppio");
+    const syntax = spawnSync("bash", ["-n"], { input: bash.stdout, encoding: "utf8" });
+    expect(syntax.stderr).toBe("");
+    expect(syntax.status).toBe(0);
+    const zsh = await home.run(["completion", "zsh"]);
+    expect(zsh.stdout).toContain("#compdef doppio");
+    expect((await home.run(["completion", "fish"])).code).toBe(2);
+  });
+
+  it("logs out, revoking the token on the server", async () => {
+    const config = JSON.parse(await readFile(configFile(), "utf8"));
+    const token = config.contexts[config.current].token as string;
+    const r = await home.run(["logout"]);
+    expect(r.code).toBe(0);
+    expect((await new TestClient(cp.url, token).get("/api/v1/me")).status).toBe(401);
+    const after = await home.run(["ls"]);
+    expect(after.code).toBe(1);
+    expect(after.stderr).toContain("not signed in");
+    expect(agent.errors).toEqual([]);
+  });
+});

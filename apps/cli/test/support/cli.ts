@@ -1,0 +1,71 @@
+import { execFile, spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const CLI_ROOT = fileURLToPath(new URL("../..", import.meta.url));
+export const BIN = path.join(CLI_ROOT, "bin", "doppio.js");
+
+let built: Promise<void> | null = null;
+
+/** Builds dist/doppio.mjs once per test file, so the tests run what users install. */
+export function buildCli(): Promise<void> {
+  built ??= new Promise((resolve, reject) => {
+    execFile(process.execPath, [path.join(CLI_ROOT, "scripts", "build.mjs")], (err, _out, stderr) =>
+      err ? reject(new Error(`build failed: ${stderr}`)) : resolve(),
+    );
+  });
+  return built;
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface CliHome {
+  dir: string;
+  configDir: string;
+  env: NodeJS.ProcessEnv;
+  run(args: string[], opts?: { input?: string; env?: NodeJS.ProcessEnv }): Promise<CliResult>;
+  cleanup(): Promise<void>;
+}
+
+/** A temporary HOME/XDG_CONFIG_HOME and a runner of the built CLI as a subprocess within it. */
+export async function cliHome(): Promise<CliHome> {
+  const dir = await mkdtemp(path.join(tmpdir(), "doppio-cli-"));
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: dir,
+    XDG_CONFIG_HOME: path.join(dir, "config"),
+    // Quick fallback polling; the event stream is what normally delivers progress.
+    DOPPIO_POLL_MS: "500",
+  };
+  return {
+    dir,
+    configDir: path.join(dir, "config", "doppio"),
+    env,
+    run(args, opts = {}) {
+      return new Promise((resolve, reject) => {
+        const child = spawn(process.execPath, [BIN, ...args], {
+          env: { ...env, ...opts.env },
+          stdio: ["pipe", "pipe", "pipe"],
+        });
+        let stdout = "";
+        let stderr = "";
+        child.stdout.on("data", (d) => {
+          stdout += d;
+        });
+        child.stderr.on("data", (d) => {
+          stderr += d;
+        });
+        child.on("error", reject);
+        child.on("close", (code) => resolve({ code, stdout, stderr }));
+        child.stdin.end(opts.input ?? "");
+      });
+    },
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
+}
