@@ -17,11 +17,13 @@ import type { Database } from "./db/client.ts";
 import { installErrorHandling } from "./http/errors.ts";
 import { createMetrics } from "./metrics.ts";
 import { Bus } from "./realtime/bus.ts";
+import { accessRoutes } from "./routes/access.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { authRoutes } from "./routes/auth.ts";
 import { boxRoutes } from "./routes/boxes.ts";
 import { eventRoutes } from "./routes/events.ts";
 import { serverRoutes } from "./routes/servers.ts";
+import { loadAccessKeys } from "./services/access.ts";
 import { reapExpiredJobs } from "./services/jobs.ts";
 import { seedTemplates } from "./services/templates.ts";
 
@@ -61,6 +63,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     bus: new Bus(),
     log: deps.logger,
     metrics: createMetrics(),
+    access: await loadAccessKeys(deps.database.db),
   };
 
   installErrorHandling(app);
@@ -100,6 +103,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   await app.register(boxRoutes(ctx), { prefix: "/api/v1" });
   await app.register(serverRoutes(ctx), { prefix: "/api/v1" });
   await app.register(eventRoutes(ctx), { prefix: "/api/v1" });
+  await app.register(accessRoutes(ctx), { prefix: "/api/v1" });
   await app.register(agentRoutes(ctx), { prefix: "/agent/v1" });
 
   if (config.dashboardDir && existsSync(config.dashboardDir)) {

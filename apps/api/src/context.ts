@@ -3,6 +3,7 @@ import type { ApiConfig } from "./config.ts";
 import type { Db } from "./db/client.ts";
 import type { Metrics } from "./metrics.ts";
 import type { Bus } from "./realtime/bus.ts";
+import type { AccessKeys } from "./services/access.ts";
 
 export interface Clock {
   now(): Date;
@@ -17,4 +18,5 @@ export interface Ctx {
   bus: Bus;
   log: Logger;
   metrics: Metrics;
+  access: AccessKeys;
 }

@@ -109,5 +109,7 @@ export const HeartbeatResponse = z.object({
   /** Boxes the control plane believes are on this host, with their desired state. */
   boxes: z.array(z.object({ slug: z.string(), desiredState: z.enum(["running", "stopped", "deleted"]) })),
   drift: z.array(z.object({ slug: z.string(), expected: z.string(), observed: z.string() })),
+  /** SPKI PEM of the control plane's key: the agent verifies private-URL hand-off tokens with it. */
+  accessPublicKey: z.string(),
 });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;

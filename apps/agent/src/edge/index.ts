@@ -4,7 +4,6 @@ export * from "./caddy-config.ts";
 export * from "./decide.ts";
 export * from "./edge-config.ts";
 export * from "./errors.ts";
-export * from "./hosts.ts";
 export * from "./pages.ts";
 export * from "./plugin.ts";
 export * from "./routes.ts";

@@ -12,7 +12,7 @@ import {
   tlsConfig,
 } from "../../src/edge/caddy-config.ts";
 import { EdgeError } from "../../src/edge/errors.ts";
-import { parseBoxHost } from "../../src/edge/hosts.ts";
+import { parseBoxHost } from "@doppio/contracts";
 import { findCaddy } from "../support/caddy.ts";
 
 const D = "fc-01.doppiobox.cloud";

@@ -232,3 +232,10 @@ export const auditEvents = pgTable(
   },
   (t) => [index("audit_target_idx").on(t.targetType, t.targetId)],
 );
+
+/** Small named values the control plane keeps for itself, e.g. its access-token signing key. */
+export const settings = pgTable("settings", {
+  key: text("key").primaryKey(),
+  value: text("value").notNull(),
+  createdAt: createdAt(),
+});

@@ -154,5 +154,9 @@ export async function recordHeartbeat(
     if (!expected.some((b) => b.slug === slug)) drift.push({ slug, expected: "absent", observed: state });
   }
   if (drift.length > 0) ctx.log.warn({ server: server.name, drift }, "host state drifted from intent");
-  return { boxes: expected.map(({ slug, desiredState }) => ({ slug, desiredState })), drift };
+  return {
+    boxes: expected.map(({ slug, desiredState }) => ({ slug, desiredState })),
+    drift,
+    accessPublicKey: ctx.access.publicKeyPem,
+  };
 }

@@ -24,6 +24,8 @@ export class TestClient {
     const res = await fetch(new URL(path, this.baseUrl), {
       method,
       headers,
+      // Redirects are asserted, never followed (they point at box hosts that do not resolve).
+      redirect: "manual",
       body: init.rawBody ?? (body === undefined ? undefined : JSON.stringify(body)),
     });
     const setCookie = res.headers.getSetCookie();

@@ -1,4 +1,4 @@
-import { slugProblem } from "@doppio/contracts";
+import { slugProblem } from "./slug.ts";
 
 /**
  * The four public URL shapes of a box (architecture.md "Boxes"):

@@ -1,0 +1,39 @@
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
+import type { Ctx } from "../context.ts";
+import { AppError } from "../errors.ts";
+import { requireUser } from "../http/auth.ts";
+import { handoffUrl } from "../services/access.ts";
+
+/**
+ * Private box URLs (code-server, dev ports, private sites): the agent sends a browser
+ * without its access cookie here; a signed-in owner is sent back with a hand-off token,
+ * anyone else to the dashboard's sign-in page.
+ */
+export function accessRoutes(ctx: Ctx): FastifyPluginAsyncZod {
+  const user = requireUser(ctx);
+  return async (app) => {
+    app.get(
+      "/access/open",
+      {
+        schema: {
+          tags: ["access"],
+          querystring: z.object({
+            host: z.string().min(1).max(300),
+            next: z.string().max(4096).default("/"),
+          }),
+        },
+      },
+      async (req, reply) => {
+        try {
+          await user(req, reply);
+        } catch (err) {
+          if (!(err instanceof AppError) || err.code !== "unauthorized") throw err;
+          const back = `/api/v1/access/open?${new URLSearchParams({ host: req.query.host, next: req.query.next })}`;
+          return reply.redirect(`/dashboard/login?${new URLSearchParams({ next: back })}`);
+        }
+        return reply.redirect(await handoffUrl(ctx, req.principal!, req.query.host, req.query.next));
+      },
+    );
+  };
+}
