@@ -1,0 +1,130 @@
+import { ipToNum, numToIp } from "../../cidr.ts";
+
+export type Accel = "kvm" | "tcg";
+
+export type NetAttachment =
+  /** TAP on the host bridge; the guest is reached at its own IP. */
+  | { kind: "tap"; tap: string; mac: string }
+  /** QEMU user-mode networking with loopback port forwards (laptop mode, no root). */
+  | {
+      kind: "user";
+      mac: string;
+      ip: string;
+      prefix: number;
+      gateway: string;
+      forwards: Array<{ hostPort: number; guestPort: number }>;
+    }
+  /** A NIC without a backend: the golden build, so clones may use either backend. */
+  | { kind: "none"; mac: string };
+
+export interface LaunchSpec {
+  accel: Accel;
+  /** Host TSC frequency; TCG guests need it (`tsc_early_khz`) or their clock runs wrong. */
+  tscKhz: number | null;
+  memoryMb: number;
+  vcpu: number;
+  kernel: string;
+  initrd: string;
+  rootDisk: string;
+  dataDisk: { path: string; format: "raw" | "qcow2" };
+  net: NetAttachment;
+  metaFile: string;
+  serialLog: string;
+  qmpSocket: string;
+  pidFile: string;
+  /** Restore from this migration stream instead of booting (starts paused; `cont` resumes). */
+  incomingFile?: string;
+}
+
+export const METADATA_FW_CFG_NAME = "opt/doppio/meta";
+
+export function kernelCmdline(accel: Accel, tscKhz: number | null): string {
+  const args = ["console=ttyS0", "quiet", "panic=-1"];
+  if (accel === "tcg" && tscKhz) args.push(`tsc_early_khz=${tscKhz}`);
+  return args.join(" ");
+}
+
+/**
+ * The QEMU argument vector. The device list and order are identical for a golden build,
+ * a restore and a cold boot: a migration stream only loads into the same machine layout.
+ */
+export function qemuArgs(s: LaunchSpec): string[] {
+  const args = [
+    "-M",
+    "microvm,acpi=on",
+    "-accel",
+    s.accel,
+    ...(s.accel === "kvm" ? ["-cpu", "host"] : []),
+    "-smp",
+    String(s.vcpu),
+    "-m",
+    String(s.memoryMb),
+    "-nodefaults",
+    "-no-user-config",
+    "-display",
+    "none",
+    "-no-reboot",
+    "-kernel",
+    s.kernel,
+    "-initrd",
+    s.initrd,
+    "-append",
+    kernelCmdline(s.accel, s.tscKhz),
+    "-drive",
+    `id=root,file=${optValue(s.rootDisk)},format=qcow2,if=none,discard=unmap`,
+    "-device",
+    "virtio-blk-device,drive=root,serial=doppio-root",
+    "-drive",
+    `id=data,file=${optValue(s.dataDisk.path)},format=${s.dataDisk.format},if=none,discard=unmap`,
+    "-device",
+    "virtio-blk-device,drive=data,serial=doppio-data",
+    ...netArgs(s.net),
+    "-fw_cfg",
+    `name=${METADATA_FW_CFG_NAME},file=${optValue(s.metaFile)}`,
+    "-chardev",
+    `file,id=serial0,path=${optValue(s.serialLog)},append=on`,
+    "-serial",
+    "chardev:serial0",
+    "-qmp",
+    `unix:${optValue(s.qmpSocket)},server=on,wait=off`,
+    "-pidfile",
+    s.pidFile,
+  ];
+  if (s.incomingFile) args.push("-S", "-incoming", `exec:cat ${s.incomingFile}`);
+  return args;
+}
+
+function netArgs(net: NetAttachment): string[] {
+  switch (net.kind) {
+    case "tap":
+      return [
+        "-netdev",
+        `tap,id=net0,ifname=${net.tap},script=no,downscript=no`,
+        "-device",
+        `virtio-net-device,netdev=net0,mac=${net.mac}`,
+      ];
+    case "user": {
+      const size = 2 ** (32 - net.prefix);
+      const network = Math.floor(ipToNum(net.ip) / size) * size;
+      // slirp's own DNS address must not collide with a box address: use the reserved
+      // last usable address of the network (the golden IP, which never uses user mode).
+      const dns = numToIp(network + size - 2);
+      const fwd = net.forwards
+        .map((f) => `,hostfwd=tcp:127.0.0.1:${f.hostPort}-${net.ip}:${f.guestPort}`)
+        .join("");
+      return [
+        "-netdev",
+        `user,id=net0,net=${numToIp(network)}/${net.prefix},host=${net.gateway},dns=${dns}${fwd}`,
+        "-device",
+        `virtio-net-device,netdev=net0,mac=${net.mac}`,
+      ];
+    }
+    case "none":
+      return ["-device", `virtio-net-device,mac=${net.mac}`];
+  }
+}
+
+/** QEMU option values separate keys with commas; a literal comma is written twice. */
+function optValue(v: string): string {
+  return v.replaceAll(",", ",,");
+}

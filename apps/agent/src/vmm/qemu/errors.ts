@@ -1,0 +1,28 @@
+export const QEMU_ERROR_CODES = [
+  /** QEMU answered a QMP command with an error. */
+  "qmp_error",
+  /** The QMP socket did not answer (process gone, socket missing, malformed reply). */
+  "qmp_unreachable",
+  "timeout",
+  "spawn_failed",
+  /** The guest reported a failure or never reported ready. */
+  "guest_not_ready",
+  "not_found",
+  "golden_missing",
+  "golden_build_failed",
+  "image_missing",
+  "disk_failed",
+  "migration_failed",
+  "invalid_spec",
+] as const;
+export type QemuErrorCode = (typeof QEMU_ERROR_CODES)[number];
+
+export class QemuError extends Error {
+  override readonly name = "QemuError";
+  readonly code: QemuErrorCode;
+
+  constructor(code: QemuErrorCode, message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.code = code;
+  }
+}

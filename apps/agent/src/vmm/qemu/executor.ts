@@ -1,0 +1,474 @@
+import { access, mkdir, readdir, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import type { VmState } from "@doppio/contracts";
+import type { Logger } from "pino";
+import type {
+  Executor,
+  GoldenInfo,
+  HostNetwork,
+  StepReporter,
+  TemplateSpec,
+  Upstream,
+  VmSpec,
+} from "../executor.ts";
+import { detectAccel, hostTscKhz } from "./accel.ts";
+import { type Accel, type NetAttachment, qemuArgs } from "./args.ts";
+import type { QemuContext } from "./context.ts";
+import { createOverlay, createVolume } from "./disks.ts";
+import { QemuError } from "./errors.ts";
+import { buildGoldenSnapshot, currentGolden } from "./golden.ts";
+import { type BoxPaths, boxesDir, boxPaths, imagePaths } from "./layout.ts";
+import { writeMetadataFile } from "./metadata.ts";
+import { isVmProcess, killVm, launchQemu, readPid } from "./process.ts";
+import type { QmpClient } from "./qmp.ts";
+import { fileSize, waitReady } from "./ready.ts";
+import { type BoxRecord, type GoldenManifest, readJson, writeJson } from "./records.ts";
+
+export interface QemuExecutorConfig {
+  /** Per-box artifacts (`boxes/<slug>/`) and golden builds (`golden/<template>/`). */
+  dataDir: string;
+  /** Template images as written by scripts/build-image.sh: `<template>/<version>/`. */
+  imagesDir: string;
+  /** Required for boxes whose spec has a TAP; null allows user-mode boxes only. */
+  network: HostNetwork | null;
+  /** Run QEMU inside this network namespace (tests, local stack). */
+  netns?: string | null;
+  goldenNet: { ip: string; prefix: number; gateway: string };
+  accel?: Accel | "auto";
+  /** Where the KVM probe verdict is cached; default `<dataDir>/accel.json`. */
+  accelCacheFile?: string;
+  /** Guest ports forwarded to loopback in user-mode networking. */
+  userModePorts?: number[];
+  readyTimeoutMs?: number;
+  qemuBinary?: string;
+  log: Logger;
+  now?: () => Date;
+}
+
+type Origin =
+  | { kind: "golden"; golden: GoldenManifest }
+  | { kind: "image" }
+  | { kind: "existing"; record: BoxRecord };
+
+/**
+ * Executor on QEMU microvm. State lives on the host only: a box is running when its QEMU
+ * (pid file + command line) is alive, stopped/exited when its disks remain, gone otherwise.
+ * VMs run detached, so an agent restart re-attaches by pid file and QMP socket.
+ */
+export class QemuExecutor implements Executor {
+  readonly backend = "qemu" as const;
+  readonly #ctx: QemuContext;
+  readonly #network: HostNetwork | null;
+  readonly #userPorts: number[];
+  readonly #locks = new Map<string, Promise<unknown>>();
+  readonly #goldenBuilds = new Map<string, { version: string; error: string | null; building: boolean }>();
+  #accel: Promise<{ accel: Accel; tscKhz: number | null }> | null = null;
+
+  constructor(config: QemuExecutorConfig) {
+    const qemuBinary = config.qemuBinary ?? "qemu-system-x86_64";
+    const netns = config.netns ?? null;
+    const log = config.log;
+    this.#network = config.network;
+    this.#userPorts = config.userModePorts ?? [8000, 8888];
+    this.#ctx = {
+      dataDir: config.dataDir,
+      imagesDir: config.imagesDir,
+      qemuBinary,
+      netns,
+      log,
+      readyTimeoutMs: config.readyTimeoutMs ?? 120_000,
+      goldenNet: config.goldenNet,
+      now: config.now ?? (() => new Date()),
+      resolveAccel: (kernel, initrd) => {
+        this.#accel ??= (async () => {
+          const tscKhz = await hostTscKhz();
+          const wanted = config.accel ?? "auto";
+          const accel =
+            wanted !== "auto"
+              ? wanted
+              : await detectAccel({
+                  qemuBinary,
+                  kernel,
+                  initrd,
+                  netns,
+                  log,
+                  cacheFile: config.accelCacheFile ?? join(config.dataDir, "accel.json"),
+                });
+          return { accel, tscKhz };
+        })();
+        return this.#accel;
+      },
+    };
+  }
+
+  createFromGolden(spec: VmSpec, report: StepReporter): Promise<Upstream> {
+    return this.#create(spec, report, true);
+  }
+
+  createColdBoot(spec: VmSpec, report: StepReporter): Promise<Upstream> {
+    return this.#create(spec, report, false);
+  }
+
+  start(spec: VmSpec, report: StepReporter): Promise<Upstream> {
+    return this.#locked(spec.slug, () => this.#start(spec, report));
+  }
+
+  stop(slug: string, report: StepReporter): Promise<void> {
+    return this.#locked(slug, async () => {
+      const paths = boxPaths(this.#ctx.dataDir, slug);
+      const state = await report.step("check_state", () => this.#state(paths));
+      if (state === "gone") throw new QemuError("not_found", `box ${slug} has no artifacts on this host`);
+      const record = await readJson<BoxRecord>(paths.record);
+      await report.step("stop_vm", () => this.#kill(paths));
+      await report.step("teardown_network", () => this.#removeTap(record));
+      await writeFile(paths.stopped, this.#ctx.now().toISOString());
+    });
+  }
+
+  remove(slug: string, report: StepReporter): Promise<void> {
+    return this.#locked(slug, async () => {
+      const paths = boxPaths(this.#ctx.dataDir, slug);
+      const record = await readJson<BoxRecord>(paths.record);
+      await report.step("stop_vm", () => this.#kill(paths));
+      await report.step("teardown_network", () => this.#removeTap(record));
+      await report.step("remove_disks", () => rm(paths.dir, { recursive: true, force: true }));
+    });
+  }
+
+  reset(spec: VmSpec, report: StepReporter): Promise<Upstream> {
+    return this.#locked(spec.slug, async () => {
+      const paths = boxPaths(this.#ctx.dataDir, spec.slug);
+      const record = await readJson<BoxRecord>(paths.record);
+      await report.step("stop_vm", () => this.#kill(paths));
+      await report.step("remove_disks", async () => {
+        await this.#removeTap(record);
+        await rm(paths.dir, { recursive: true, force: true });
+      });
+      return this.#createLocked(spec, report, true);
+    });
+  }
+
+  async inspect(slug: string): Promise<VmState> {
+    return this.#state(boxPaths(this.#ctx.dataDir, slug));
+  }
+
+  async list(): Promise<Array<{ slug: string; state: VmState }>> {
+    const entries = await readdir(boxesDir(this.#ctx.dataDir), { withFileTypes: true }).catch(() => []);
+    const out: Array<{ slug: string; state: VmState }> = [];
+    for (const e of entries) {
+      if (!e.isDirectory()) continue;
+      const state = await this.inspect(e.name).catch(() => "gone" as const);
+      if (state !== "gone") out.push({ slug: e.name, state });
+    }
+    return out;
+  }
+
+  async upstream(slug: string): Promise<Upstream | null> {
+    const paths = boxPaths(this.#ctx.dataDir, slug);
+    if ((await this.#state(paths)) !== "running") return null;
+    const record = await readJson<BoxRecord>(paths.record);
+    return record ? upstreamOf(record) : null;
+  }
+
+  async buildGolden(template: TemplateSpec, report: StepReporter): Promise<GoldenInfo> {
+    return this.#locked(`golden:${template.name}`, async () => {
+      const entry = { version: template.version, error: null as string | null, building: true };
+      this.#goldenBuilds.set(template.name, entry);
+      try {
+        const m = await buildGoldenSnapshot(this.#ctx, template, report);
+        entry.building = false;
+        return { template: m.template, version: m.version, status: "ready", builtAt: m.builtAt, error: null };
+      } catch (err) {
+        entry.building = false;
+        entry.error = (err as Error).message;
+        throw err;
+      }
+    });
+  }
+
+  async goldenStatus(template: string): Promise<GoldenInfo> {
+    const build = this.#goldenBuilds.get(template);
+    if (build?.building) {
+      return { template, version: build.version, status: "building", builtAt: null, error: null };
+    }
+    const m = await currentGolden(this.#ctx, template);
+    if (build?.error && (!m || m.version !== build.version)) {
+      return { template, version: build.version, status: "failed", builtAt: null, error: build.error };
+    }
+    if (!m) return { template, version: "", status: "missing", builtAt: null, error: null };
+    return { template, version: m.version, status: "ready", builtAt: m.builtAt, error: null };
+  }
+
+  async close(): Promise<void> {
+    // Nothing is held between actions: QMP connections are per action, VMs run detached.
+  }
+
+  async #create(spec: VmSpec, report: StepReporter, fromGolden: boolean): Promise<Upstream> {
+    return this.#locked(spec.slug, () => this.#createLocked(spec, report, fromGolden));
+  }
+
+  async #createLocked(spec: VmSpec, report: StepReporter, fromGolden: boolean): Promise<Upstream> {
+    const paths = boxPaths(this.#ctx.dataDir, spec.slug);
+    const state = await report.step("check_state", () => this.#state(paths));
+    const record = await readJson<BoxRecord>(paths.record);
+    if (record?.created) {
+      // A create that already finished (agent crashed before reporting): never wipe it.
+      return state === "running" ? upstreamOf(record) : this.#start(spec, report);
+    }
+    if (state !== "gone") {
+      await this.#kill(paths);
+      await this.#removeTap(record);
+      await rm(paths.dir, { recursive: true, force: true });
+    }
+    let origin: Origin = { kind: "image" };
+    if (fromGolden) {
+      const golden = await currentGolden(this.#ctx, spec.template);
+      if (!golden) throw new QemuError("golden_missing", `no golden snapshot for template ${spec.template}`);
+      origin = { kind: "golden", golden };
+    }
+    try {
+      return await this.#launch(spec, paths, origin, report);
+    } catch (err) {
+      await this.#kill(paths).catch(() => undefined);
+      await this.#removeTap(await readJson<BoxRecord>(paths.record)).catch(() => undefined);
+      await rm(paths.dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  async #start(spec: VmSpec, report: StepReporter): Promise<Upstream> {
+    const paths = boxPaths(this.#ctx.dataDir, spec.slug);
+    const state = await report.step("check_state", () => this.#state(paths));
+    const record = await readJson<BoxRecord>(paths.record);
+    if (state === "gone" || !record)
+      throw new QemuError("not_found", `box ${spec.slug} has no disks to start from`);
+    if (state === "running") return upstreamOf(record);
+    await rm(paths.stopped, { force: true });
+    try {
+      return await this.#launch(spec, paths, { kind: "existing", record }, report);
+    } catch (err) {
+      await this.#kill(paths).catch(() => undefined);
+      await this.#removeTap(record).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Disks (for new boxes), network, QEMU (boot or restore), then the guest's READY. */
+  async #launch(spec: VmSpec, paths: BoxPaths, origin: Origin, report: StepReporter): Promise<Upstream> {
+    const generation = spec.metadata.generation;
+    if (!Number.isInteger(generation) || generation < 1) {
+      throw new QemuError("invalid_spec", "metadata.generation must be 1 or more (0 is the golden build)");
+    }
+    const started = Date.now();
+    let record: BoxRecord;
+    if (origin.kind === "existing") {
+      record = {
+        ...origin.record,
+        ip: spec.net.ip,
+        prefix: spec.net.prefix,
+        gateway: spec.net.gateway,
+        mac: spec.net.mac,
+        tap: spec.net.tap,
+      };
+    } else {
+      const base = origin.kind === "golden" ? origin.golden : await this.#imageBase(spec.template, spec);
+      record = {
+        slug: spec.slug,
+        template: spec.template,
+        goldenDir: origin.kind === "golden" ? origin.golden.dir : null,
+        kernel: base.kernel,
+        initrd: base.initrd,
+        accel: base.accel,
+        tscKhz: base.tscKhz,
+        ip: spec.net.ip,
+        prefix: spec.net.prefix,
+        gateway: spec.net.gateway,
+        mac: spec.net.mac,
+        tap: spec.net.tap,
+        forwards: {},
+        created: false,
+      };
+      await report.step("prepare_disks", async () => {
+        await mkdir(paths.dir, { recursive: true });
+        await createOverlay(base.disk, paths.overlay);
+        await createVolume(paths.volume, spec.diskGb);
+      });
+    }
+    const net = await report.step("setup_network", async () => {
+      if (spec.net.tap) {
+        if (!this.#network)
+          throw new QemuError("invalid_spec", "box asks for a TAP but the agent has no host network");
+        await this.#network.createTap(spec.net.tap);
+        record.forwards = {};
+        return { kind: "tap", tap: spec.net.tap, mac: spec.net.mac } satisfies NetAttachment;
+      }
+      const forwards = await Promise.all(
+        this.#userPorts.map(async (guestPort) => ({ guestPort, hostPort: await freePort() })),
+      );
+      record.forwards = Object.fromEntries(forwards.map((f) => [String(f.guestPort), f.hostPort]));
+      return {
+        kind: "user",
+        mac: spec.net.mac,
+        ip: spec.net.ip,
+        prefix: spec.net.prefix,
+        gateway: spec.net.gateway,
+        forwards,
+      } satisfies NetAttachment;
+    });
+    await writeJson(paths.record, record);
+    await writeMetadataFile(paths.meta, spec.metadata);
+    const restore = origin.kind === "golden" ? origin.golden : null;
+    const serialFrom = await fileSize(paths.serial);
+    const args = qemuArgs({
+      accel: record.accel,
+      tscKhz: record.tscKhz,
+      // A migration stream only loads into a machine with the golden VM's memory size.
+      memoryMb: restore ? restore.memoryMb : spec.memoryMb,
+      vcpu: restore ? restore.vcpu : spec.vcpu,
+      kernel: record.kernel,
+      initrd: record.initrd,
+      rootDisk: paths.overlay,
+      dataDisk: { path: paths.volume, format: "raw" },
+      net,
+      metaFile: paths.meta,
+      serialLog: paths.serial,
+      qmpSocket: paths.qmp,
+      pidFile: paths.pid,
+      ...(restore ? { incomingFile: restore.vmstate } : {}),
+    });
+    const { pid, qmp } = await report.step(restore ? "restore_vm" : "boot_vm", async () => {
+      const launched = await launchQemu({
+        qemuBinary: this.#ctx.qemuBinary,
+        netns: this.#ctx.netns,
+        args,
+        logFile: paths.qemuLog,
+        pidFile: paths.pid,
+        qmpSocket: paths.qmp,
+      });
+      try {
+        if (restore) await resumeAfterIncoming(launched.qmp);
+      } catch (err) {
+        launched.qmp.close();
+        throw err;
+      }
+      return launched;
+    });
+    qmp.close();
+    await report.step("wait_ready", () =>
+      waitReady(paths.serial, serialFrom, generation, this.#ctx.readyTimeoutMs, () =>
+        isVmProcess(pid, paths.dir),
+      ),
+    );
+    record.created = true;
+    await writeJson(paths.record, record);
+    this.#ctx.log.info(
+      { slug: spec.slug, ms: Date.now() - started, mode: restore ? "restore" : "boot", accel: record.accel },
+      "box ready",
+    );
+    return upstreamOf(record);
+  }
+
+  async #imageBase(template: string, spec: VmSpec) {
+    const version = await this.#imageVersion(template, spec);
+    const img = imagePaths(this.#ctx.imagesDir, template, version);
+    await access(img.rootfs).catch((err) => {
+      throw new QemuError("image_missing", `no image for template ${template} at ${img.dir}`, err);
+    });
+    const { accel, tscKhz } = await this.#ctx.resolveAccel(img.kernel, img.initrd);
+    return { kernel: img.kernel, initrd: img.initrd, disk: img.rootfs, accel, tscKhz };
+  }
+
+  /** Cold boots use the golden's image version when there is one, else the newest image. */
+  async #imageVersion(template: string, _spec: VmSpec): Promise<string> {
+    const golden = await currentGolden(this.#ctx, template);
+    if (golden) return golden.version;
+    const dir = join(this.#ctx.imagesDir, template);
+    const versions = (await readdir(dir, { withFileTypes: true }).catch(() => []))
+      .filter((e) => e.isDirectory() && !e.name.startsWith("."))
+      .map((e) => e.name)
+      .sort();
+    const newest = versions.at(-1);
+    if (!newest) throw new QemuError("image_missing", `no image built for template ${template} in ${dir}`);
+    return newest;
+  }
+
+  async #state(paths: BoxPaths): Promise<VmState> {
+    const pid = await readPid(paths.pid);
+    if (pid !== null && (await isVmProcess(pid, paths.dir))) return "running";
+    if (await exists(paths.stopped)) return "stopped";
+    if (await exists(paths.overlay)) return "exited";
+    return "gone";
+  }
+
+  async #kill(paths: BoxPaths): Promise<void> {
+    const pid = await readPid(paths.pid);
+    if (pid !== null) await killVm(pid, paths.dir, paths.qmp);
+    await rm(paths.qmp, { force: true });
+    await rm(paths.pid, { force: true });
+  }
+
+  async #removeTap(record: BoxRecord | null): Promise<void> {
+    if (record?.tap && this.#network) await this.#network.removeTap(record.tap);
+  }
+
+  /** Serialises actions per box (and per golden template) inside this agent. */
+  async #locked<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.#locks.get(key) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    this.#locks.set(key, tail);
+    try {
+      return await next;
+    } finally {
+      if (this.#locks.get(key) === tail) this.#locks.delete(key);
+    }
+  }
+}
+
+/** After `-incoming` with `-S`: wait for the stream to load, then resume the guest. */
+async function resumeAfterIncoming(qmp: QmpClient): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const s = await qmp.execute<{ status: string }>("query-status");
+    if (s.status !== "inmigrate") {
+      if (s.status !== "paused" && s.status !== "prelaunch") {
+        throw new QemuError("migration_failed", `after restore the VM is ${s.status}`);
+      }
+      break;
+    }
+    if (Date.now() > deadline) throw new QemuError("timeout", "restore did not finish loading");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  await qmp.execute("cont");
+}
+
+function upstreamOf(record: BoxRecord): Upstream {
+  if (record.tap) return (port) => `${record.ip}:${port}`;
+  return (port) => {
+    const host = record.forwards[String(port)];
+    return host ? `127.0.0.1:${host}` : null;
+  };
+}
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      srv.close(() =>
+        typeof addr === "object" && addr ? resolve(addr.port) : reject(new Error("no free port")),
+      );
+    });
+  });
+}
+
+export type { Logger };

@@ -1,0 +1,193 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { access, chmod, mkdir, readdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import { macForIp } from "../../net/naming.ts";
+import type { BoxMetadata, StepReporter, TemplateSpec } from "../executor.ts";
+import { qemuArgs } from "./args.ts";
+import type { QemuContext } from "./context.ts";
+import { createOverlay, createSparse } from "./disks.ts";
+import { QemuError } from "./errors.ts";
+import { goldenBuildPaths, goldenTemplateDir, imagePaths } from "./layout.ts";
+import { writeMetadataFile } from "./metadata.ts";
+import { isVmProcess, killVm, launchQemu } from "./process.ts";
+import type { QmpClient } from "./qmp.ts";
+import { waitReady } from "./ready.ts";
+import { type GoldenManifest, readJson, writeJson } from "./records.ts";
+
+/** Generation of the golden build's metadata; boxes always run with 1 or more. */
+export const GOLDEN_GENERATION = 0;
+/** The golden VM's data disk is a placeholder it never mounts (clones get their own). */
+const PLACEHOLDER_BYTES = 1024 * 1024;
+
+export function currentGoldenFile(ctx: QemuContext, template: string): string {
+  return join(goldenTemplateDir(ctx.dataDir, template), "current.json");
+}
+
+export async function currentGolden(ctx: QemuContext, template: string): Promise<GoldenManifest | null> {
+  const pointer = await readJson<{ manifest: string }>(currentGoldenFile(ctx, template));
+  if (!pointer) return null;
+  const manifest = await readJson<GoldenManifest>(pointer.manifest);
+  if (!manifest) return null;
+  const present = await Promise.all(
+    [manifest.disk, manifest.vmstate].map((f) =>
+      access(f).then(
+        () => true,
+        () => false,
+      ),
+    ),
+  );
+  return present.every(Boolean) ? manifest : null;
+}
+
+/**
+ * Boots the template image with the golden identity and the template's (larger) memory,
+ * waits until its services answer, pauses it and saves the migration stream with
+ * `exec:cat` (QEMU 7.2 has no `file:` URI). Its root disk becomes every clone's backing
+ * file, so each build goes to a new directory and never replaces a disk in use.
+ */
+export async function buildGoldenSnapshot(
+  ctx: QemuContext,
+  t: TemplateSpec,
+  report: StepReporter,
+): Promise<GoldenManifest> {
+  const img = imagePaths(ctx.imagesDir, t.name, t.version);
+  for (const f of [img.kernel, img.initrd, img.rootfs]) {
+    await access(f).catch((err) => {
+      throw new QemuError(
+        "image_missing",
+        `template image file ${f} missing (run scripts/build-image.sh)`,
+        err,
+      );
+    });
+  }
+  const { accel, tscKhz } = await ctx.resolveAccel(img.kernel, img.initrd);
+  const p = goldenBuildPaths(ctx.dataDir, t.name, t.version, randomBytes(4).toString("hex"));
+  const mac = macForIp(ctx.goldenNet.ip);
+  const started = Date.now();
+  let pid: number | null = null;
+  let qmp: QmpClient | null = null;
+  try {
+    await report.step("prepare_disks", async () => {
+      await mkdir(p.dir, { recursive: true });
+      await createOverlay(img.rootfs, p.disk);
+      await createSparse(p.dataPlaceholder, PLACEHOLDER_BYTES);
+      await writeMetadataFile(p.meta, goldenMetadata(ctx, t, mac));
+    });
+    const launched = await report.step("boot_vm", () =>
+      launchQemu({
+        qemuBinary: ctx.qemuBinary,
+        netns: ctx.netns,
+        logFile: p.qemuLog,
+        pidFile: p.pid,
+        qmpSocket: p.qmp,
+        args: qemuArgs({
+          accel,
+          tscKhz,
+          memoryMb: t.memoryMb,
+          vcpu: t.vcpu,
+          kernel: img.kernel,
+          initrd: img.initrd,
+          rootDisk: p.disk,
+          dataDisk: { path: p.dataPlaceholder, format: "raw" },
+          net: { kind: "none", mac },
+          metaFile: p.meta,
+          serialLog: p.serial,
+          qmpSocket: p.qmp,
+          pidFile: p.pid,
+        }),
+      }),
+    );
+    pid = launched.pid;
+    qmp = launched.qmp;
+    const livePid = pid;
+    await report.step("wait_ready", () =>
+      waitReady(p.serial, 0, GOLDEN_GENERATION, ctx.readyTimeoutMs, () => isVmProcess(livePid, p.dir)),
+    );
+    await report.step("snapshot_vm", async () => {
+      const q = qmp!;
+      await q.execute("migrate-set-parameters", { "max-bandwidth": 8 * 1024 ** 3 });
+      await q.execute("stop");
+      await q.execute("migrate", { uri: `exec:cat > ${p.vmstate}` });
+      await waitMigration(q, 120_000);
+      await killVm(livePid, p.dir, p.qmp);
+    });
+    qmp.close();
+    qmp = null;
+    await chmod(p.disk, 0o444);
+    const manifest: GoldenManifest = {
+      template: t.name,
+      version: t.version,
+      dir: p.dir,
+      accel,
+      tscKhz,
+      memoryMb: t.memoryMb,
+      vcpu: t.vcpu,
+      kernel: img.kernel,
+      initrd: img.initrd,
+      disk: p.disk,
+      vmstate: p.vmstate,
+      mac,
+      builtAt: ctx.now().toISOString(),
+    };
+    await writeJson(p.manifest, manifest);
+    await writeJson(currentGoldenFile(ctx, t.name), { manifest: p.manifest });
+    await rm(p.qmp, { force: true });
+    await rm(p.pid, { force: true });
+    ctx.log.info(
+      { template: t.name, version: t.version, ms: Date.now() - started, accel },
+      "golden snapshot built",
+    );
+    return manifest;
+  } catch (err) {
+    qmp?.close();
+    if (pid !== null) await killVm(pid, p.dir, p.qmp).catch(() => undefined);
+    await rm(p.dir, { recursive: true, force: true });
+    if (err instanceof QemuError && err.code === "image_missing") throw err;
+    throw new QemuError(
+      "golden_build_failed",
+      `golden build of ${t.name}@${t.version} failed: ${(err as Error).message}`,
+      err,
+    );
+  }
+}
+
+async function waitMigration(qmp: QmpClient, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const info = await qmp.execute<{ status?: string; "error-desc"?: string }>("query-migrate");
+    if (info.status === "completed") return;
+    if (info.status === "failed" || info.status === "cancelled") {
+      throw new QemuError("migration_failed", `migration ${info.status}: ${info["error-desc"] ?? ""}`);
+    }
+    if (Date.now() > deadline) throw new QemuError("timeout", "snapshot migration did not complete");
+    await delay(20);
+  }
+}
+
+function goldenMetadata(ctx: QemuContext, t: TemplateSpec, mac: string): BoxMetadata {
+  const placeholder = () => randomUUID().replaceAll("-", "");
+  return {
+    slug: `golden-${t.name}`,
+    site_url: "",
+    code_url: "",
+    env: {},
+    network: { ...ctx.goldenNet, mac, dns: [] },
+    secrets: {
+      machine_id: placeholder(),
+      seed: placeholder(),
+      db_password: placeholder(),
+      encryption_key: placeholder(),
+      admin_password: placeholder(),
+    },
+    issued_at: ctx.now().getTime(),
+    generation: GOLDEN_GENERATION,
+  };
+}
+
+/** Golden builds of a template other than the current one (candidates for cleanup). */
+export async function goldenBuildDirs(ctx: QemuContext, template: string): Promise<string[]> {
+  const dir = goldenTemplateDir(ctx.dataDir, template);
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  return entries.filter((e) => e.isDirectory()).map((e) => join(dir, e.name));
+}

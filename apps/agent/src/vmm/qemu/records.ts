@@ -1,0 +1,55 @@
+import { readFile, rename, writeFile } from "node:fs/promises";
+import type { Accel } from "./args.ts";
+
+/** Everything a restore needs to rebuild the golden VM's exact machine. */
+export interface GoldenManifest {
+  template: string;
+  version: string;
+  dir: string;
+  accel: Accel;
+  tscKhz: number | null;
+  memoryMb: number;
+  vcpu: number;
+  kernel: string;
+  initrd: string;
+  /** The golden VM's root disk at snapshot time: the backing file of every clone. */
+  disk: string;
+  vmstate: string;
+  mac: string;
+  builtAt: string;
+}
+
+/** What the agent needs about a box after a restart: its origin and network attachment. */
+export interface BoxRecord {
+  slug: string;
+  template: string;
+  /** Golden build dir it was restored from, or null for a cold-booted box. */
+  goldenDir: string | null;
+  kernel: string;
+  initrd: string;
+  accel: Accel;
+  tscKhz: number | null;
+  ip: string;
+  prefix: number;
+  gateway: string;
+  mac: string;
+  tap: string | null;
+  /** guest port -> 127.0.0.1 port, user-mode networking only. */
+  forwards: Record<string, number>;
+  /** Set once the first create reached ready: a retried create must not wipe the box then. */
+  created: boolean;
+}
+
+export async function readJson<T>(path: string): Promise<T | null> {
+  try {
+    return JSON.parse(await readFile(path, "utf8")) as T;
+  } catch {
+    return null;
+  }
+}
+
+export async function writeJson(path: string, value: unknown): Promise<void> {
+  const tmp = `${path}.tmp`;
+  await writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`);
+  await rename(tmp, path);
+}

@@ -1,0 +1,106 @@
+import { describe, expect, it } from "vitest";
+import { type BoxMetadata, METADATA_SIZE } from "../../src/vmm/executor.ts";
+import { parseTscKhz } from "../../src/vmm/qemu/accel.ts";
+import { kernelCmdline, type LaunchSpec, qemuArgs } from "../../src/vmm/qemu/args.ts";
+import { boxPaths, goldenBuildPaths } from "../../src/vmm/qemu/layout.ts";
+import { encodeMetadata } from "../../src/vmm/qemu/metadata.ts";
+
+const meta: BoxMetadata = {
+  slug: "brisk-falcon-3f9a",
+  site_url: "https://brisk-falcon-3f9a.site.example",
+  code_url: "https://brisk-falcon-3f9a.code.example",
+  env: { A: "1" },
+  network: { ip: "10.0.0.2", prefix: 16, gateway: "10.0.0.1", mac: "06:00:0a:00:00:02", dns: [] },
+  secrets: { machine_id: "m", seed: "s", db_password: "d", encryption_key: "e", admin_password: "a" },
+  issued_at: 1,
+  generation: 7,
+};
+
+describe("encodeMetadata", () => {
+  it("puts generation first and pads with spaces to METADATA_SIZE", () => {
+    const buf = encodeMetadata(meta);
+    expect(buf.length).toBe(METADATA_SIZE);
+    const text = buf.toString("utf8");
+    expect(text.startsWith('{"generation":7,')).toBe(true);
+    expect(JSON.parse(text)).toEqual(meta);
+    expect(text.trimEnd().length).toBeLessThan(METADATA_SIZE);
+  });
+
+  it("refuses metadata larger than the fixed size", () => {
+    expect(() => encodeMetadata({ ...meta, env: { BIG: "x".repeat(METADATA_SIZE) } })).toThrow(/more than/);
+  });
+});
+
+describe("parseTscKhz", () => {
+  it("reads cpu MHz as kHz", () => {
+    expect(parseTscKhz("processor\t: 0\ncpu MHz\t\t: 2793.436\n")).toBe(2793436);
+    expect(parseTscKhz("nothing")).toBeNull();
+  });
+});
+
+describe("qemuArgs", () => {
+  const base: LaunchSpec = {
+    accel: "tcg",
+    tscKhz: 2793436,
+    memoryMb: 256,
+    vcpu: 1,
+    kernel: "/i/vmlinuz",
+    initrd: "/i/initrd.img",
+    rootDisk: "/b/overlay.qcow2",
+    dataDisk: { path: "/b/volume.raw", format: "raw" },
+    net: { kind: "tap", tap: "dbx0a000002", mac: "06:00:0a:00:00:02" },
+    metaFile: "/b/metadata.json",
+    serialLog: "/b/serial.log",
+    qmpSocket: "/b/qmp.sock",
+    pidFile: "/b/qemu.pid",
+  };
+  const devices = (args: string[]) =>
+    args.flatMap((a, i) => (args[i - 1] === "-device" ? [a.replace(/,(netdev|mac)=[^,]*/g, "")] : []));
+
+  it("gives TCG guests the host TSC and KVM guests the host CPU", () => {
+    expect(kernelCmdline("tcg", 2793436)).toContain("tsc_early_khz=2793436");
+    expect(kernelCmdline("kvm", 2793436)).not.toContain("tsc_early_khz");
+    expect(qemuArgs({ ...base, accel: "kvm" }).join(" ")).toContain("-cpu host");
+  });
+
+  it("keeps one device layout for golden (no backend), TAP and user-mode boxes", () => {
+    const golden = qemuArgs({ ...base, net: { kind: "none", mac: "06:00:0a:00:ff:fe" } });
+    const tap = qemuArgs(base);
+    const user = qemuArgs({
+      ...base,
+      net: {
+        kind: "user",
+        mac: "06:00:0a:00:00:02",
+        ip: "10.0.0.2",
+        prefix: 16,
+        gateway: "10.0.0.1",
+        forwards: [{ hostPort: 41000, guestPort: 8000 }],
+      },
+    });
+    expect(devices(golden)).toEqual(devices(tap));
+    expect(devices(user)).toEqual(devices(tap));
+    expect(user.join(" ")).toContain("hostfwd=tcp:127.0.0.1:41000-10.0.0.2:8000");
+    expect(user.join(" ")).toContain("net=10.0.0.0/16,host=10.0.0.1,dns=10.0.255.254");
+  });
+
+  it("restores paused from an exec: migration stream", () => {
+    const args = qemuArgs({ ...base, incomingFile: "/g/vmstate" });
+    expect(args.slice(-3)).toEqual(["-S", "-incoming", "exec:cat /g/vmstate"]);
+  });
+
+  it("doubles commas in option values", () => {
+    expect(qemuArgs({ ...base, rootDisk: "/odd,dir/o.qcow2" }).join(" ")).toContain("file=/odd,,dir/o.qcow2");
+  });
+});
+
+describe("layout", () => {
+  it("rejects slugs and template versions that are unsafe as paths", () => {
+    expect(() => boxPaths("/d", "../etc")).toThrow();
+    expect(() => goldenBuildPaths("/d", "minimal", "1;rm", "abcd")).toThrow();
+    expect(boxPaths("/d", "brisk-falcon-3f9a").overlay).toBe("/d/boxes/brisk-falcon-3f9a/overlay.qcow2");
+  });
+
+  it("refuses data dirs that would overflow a unix socket path", () => {
+    expect(() => boxPaths(`/${"x".repeat(80)}`, "brisk-falcon-3f9a")).toThrow(/too long/);
+  });
+});

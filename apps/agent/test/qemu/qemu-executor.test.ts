@@ -1,0 +1,172 @@
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LinuxHostNetwork } from "../../src/net/host-network.ts";
+import { macForIp, tapNameForIp } from "../../src/net/naming.ts";
+import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
+import { boxPaths } from "../../src/vmm/qemu/layout.ts";
+import { readPid } from "../../src/vmm/qemu/process.ts";
+import { TestNetns } from "../support/netns.ts";
+import {
+  boxSpec,
+  buildMinimalImage,
+  GOLDEN_NET,
+  IMAGES_DIR,
+  qemuUnavailable,
+  REPO,
+  RecordingReporter,
+} from "./support.ts";
+
+const missing = qemuUnavailable();
+if (missing)
+  console.warn(`SKIPPING QEMU executor tests: ${missing} (CI must provide root, qemu, iproute2, apt)`);
+
+describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", { timeout: 180_000 }, () => {
+  let ns: TestNetns;
+  let net: LinuxHostNetwork;
+  let ex: QemuExecutor;
+  let dataDir: string;
+  const timings: Record<string, number> = {};
+
+  beforeAll(async () => {
+    ns = TestNetns.create();
+    dataDir = mkdtempSync(join(tmpdir(), "dbxq-"));
+    let t = performance.now();
+    buildMinimalImage("test");
+    timings.imageBuildOrCheckMs = Math.round(performance.now() - t);
+    net = new LinuxHostNetwork({ bridge: "br-devbox", cidr: "10.0.0.0/16", netns: ns.name });
+    await net.ensureBridge();
+    ex = new QemuExecutor({
+      dataDir,
+      imagesDir: IMAGES_DIR,
+      network: net,
+      netns: ns.name,
+      goldenNet: GOLDEN_NET,
+      accel: "auto",
+      // The KVM probe verdict is per host: keep it across test runs.
+      accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
+      log: pino({ level: "warn" }),
+    });
+    t = performance.now();
+    const info = await ex.buildGolden(
+      { name: "minimal", version: "test", readyPorts: [8000, 8888], memoryMb: 256, vcpu: 1 },
+      new RecordingReporter(),
+    );
+    timings.goldenBuildMs = Math.round(performance.now() - t);
+    expect(info.status).toBe("ready");
+  }, 240_000);
+
+  afterAll(async () => {
+    console.log("QEMU test timings (ms):", JSON.stringify(timings));
+    if (ex) {
+      for (const { slug } of await ex.list())
+        await ex.remove(slug, new RecordingReporter()).catch(() => undefined);
+    }
+    ns?.destroy();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it("reports the golden snapshot as ready", async () => {
+    const g = await ex.goldenStatus("minimal");
+    expect(g).toMatchObject({ template: "minimal", version: "test", status: "ready" });
+    expect((await ex.goldenStatus("nothing-here")).status).toBe("missing");
+  });
+
+  it("restores three clones concurrently, each with its own IP, MAC and slug on :8000 and :8888", async () => {
+    const clones = [
+      ["clone-a", "10.0.0.2"],
+      ["clone-b", "10.0.0.3"],
+      ["clone-c", "10.0.0.4"],
+    ] as const;
+    const t = performance.now();
+    const ups = await Promise.all(
+      clones.map(([slug, ip]) => ex.createFromGolden(boxSpec(slug, ip), new RecordingReporter())),
+    );
+    timings.threeConcurrentRestoresMs = Math.round(performance.now() - t);
+    for (const [i, [slug, ip]] of clones.entries()) {
+      expect(ups[i]!(8000)).toBe(`${ip}:8000`);
+      expect(ns.curl(`http://${ip}:8000/`).trim()).toBe(slug);
+      expect(ns.curl(`http://${ip}:8888/`).trim()).toBe(slug);
+      // The neighbour entry the bridge side learned is the MAC the guest set for itself.
+      const neigh = ns.exec("ip", ["neigh", "show", ip, "dev", "br-devbox"]);
+      expect(neigh).toContain(`lladdr ${macForIp(ip)}`);
+      expect(await ex.inspect(slug)).toBe("running");
+      expect(await net.tapMaster(tapNameForIp(ip))).toBe("br-devbox");
+    }
+    expect(new Set(clones.map(([, ip]) => macForIp(ip))).size).toBe(3);
+  });
+
+  it("create is idempotent: a second create of a running box changes nothing", async () => {
+    const pid = await readPid(boxPaths(dataDir, "clone-a").pid);
+    await ex.createFromGolden(boxSpec("clone-a", "10.0.0.2"), new RecordingReporter());
+    expect(await readPid(boxPaths(dataDir, "clone-a").pid)).toBe(pid);
+  });
+
+  it("keeps /data across stop and start (cold boot from overlay + volume)", async () => {
+    expect(ns.curl("http://10.0.0.2:8000/cgi-bin/data", "survives-restart").trim()).toBe("stored");
+    await ex.stop("clone-a", new RecordingReporter());
+    expect(await ex.inspect("clone-a")).toBe("stopped");
+    expect(await net.listTaps()).not.toContain(tapNameForIp("10.0.0.2"));
+    await ex.stop("clone-a", new RecordingReporter());
+    const t = performance.now();
+    await ex.start(boxSpec("clone-a", "10.0.0.2", 2), new RecordingReporter());
+    timings.coldBootStartMs = Math.round(performance.now() - t);
+    expect(await ex.inspect("clone-a")).toBe("running");
+    expect(ns.curl("http://10.0.0.2:8000/cgi-bin/data").trim()).toBe("survives-restart");
+    expect(ns.curl("http://10.0.0.2:8888/").trim()).toBe("clone-a");
+  });
+
+  it("reset wipes /data, keeps the IP and leaves the box running", async () => {
+    expect(ns.curl("http://10.0.0.3:8000/cgi-bin/data", "before-reset").trim()).toBe("stored");
+    const t = performance.now();
+    const up = await ex.reset(boxSpec("clone-b", "10.0.0.3", 2), new RecordingReporter());
+    timings.resetMs = Math.round(performance.now() - t);
+    expect(up(8000)).toBe("10.0.0.3:8000");
+    expect(await ex.inspect("clone-b")).toBe("running");
+    expect(ns.curl("http://10.0.0.3:8000/cgi-bin/data").trim()).toBe("(none)");
+    expect(ns.curl("http://10.0.0.3:8000/").trim()).toBe("clone-b");
+  });
+
+  it("a VMM killed with SIGKILL is reported as not running (exited)", async () => {
+    const pid = await readPid(boxPaths(dataDir, "clone-c").pid);
+    expect(pid).not.toBeNull();
+    process.kill(pid!, "SIGKILL");
+    let state = await ex.inspect("clone-c");
+    for (let i = 0; i < 50 && state === "running"; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      state = await ex.inspect("clone-c");
+    }
+    expect(state).toBe("exited");
+    expect(await ex.upstream("clone-c")).toBeNull();
+  });
+
+  it("remove leaves no TAP, overlay, volume or socket", async () => {
+    for (const [slug, ip] of [
+      ["clone-b", "10.0.0.3"],
+      ["clone-c", "10.0.0.4"],
+    ] as const) {
+      const p = boxPaths(dataDir, slug);
+      await ex.remove(slug, new RecordingReporter());
+      await ex.remove(slug, new RecordingReporter());
+      expect(await ex.inspect(slug)).toBe("gone");
+      expect(await net.listTaps()).not.toContain(tapNameForIp(ip));
+      for (const f of [p.overlay, p.volume, p.qmp, p.serial, p.dir]) expect(existsSync(f)).toBe(false);
+    }
+    expect((await ex.list()).map((b) => b.slug)).toEqual(["clone-a"]);
+  });
+
+  it("user-mode networking forwards the template ports to loopback", async () => {
+    const up = await ex.createFromGolden(
+      boxSpec("laptop-box", "10.0.0.9", 1, { tap: false }),
+      new RecordingReporter(),
+    );
+    const site = up(8000);
+    expect(site).toMatch(/^127\.0\.0\.1:\d+$/);
+    expect(ns.curl(`http://${site}/`).trim()).toBe("laptop-box");
+    expect(ns.curl(`http://${up(8888)}/`).trim()).toBe("laptop-box");
+    expect(up(5432)).toBeNull();
+    await ex.remove("laptop-box", new RecordingReporter());
+  });
+});

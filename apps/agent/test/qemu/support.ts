@@ -1,0 +1,95 @@
+import { execFileSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { macForIp, tapNameForIp } from "../../src/net/naming.ts";
+import type { StepReporter, VmSpec } from "../../src/vmm/executor.ts";
+import { netnsUnavailable } from "../support/netns.ts";
+
+export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
+/** Images are cached across runs (the build script skips unchanged inputs). */
+export const IMAGES_DIR = join(REPO, ".data", "images");
+export const GATEWAY = "10.0.0.1";
+export const GOLDEN_NET = { ip: "10.0.255.254", prefix: 16, gateway: GATEWAY };
+
+/** Why the QEMU tests cannot run here, or null. */
+export function qemuUnavailable(): string | null {
+  const netns = netnsUnavailable();
+  if (netns) return netns;
+  for (const [bin, arg] of [
+    ["qemu-system-x86_64", "--version"],
+    ["qemu-img", "--version"],
+    ["mkfs.ext4", "-V"],
+    ["apt-get", "--version"],
+    ["curl", "--version"],
+  ] as const) {
+    try {
+      execFileSync(bin, [arg], { stdio: "ignore" });
+    } catch {
+      return `${bin} missing`;
+    }
+  }
+  if (!existsSync("/dev/net/tun")) return "/dev/net/tun missing";
+  return null;
+}
+
+/** Builds (or reuses) the minimal image: kernel from Debian's apt, busybox rootfs. */
+export function buildMinimalImage(version: string, size = "512M"): string {
+  const out = join(IMAGES_DIR, "minimal", version);
+  execFileSync(join(REPO, "scripts", "build-image.sh"), ["minimal", out, "--size", size], {
+    stdio: ["ignore", "ignore", "inherit"],
+    timeout: 180_000,
+  });
+  return out;
+}
+
+export function boxSpec(
+  slug: string,
+  ip: string,
+  generation = 1,
+  opts: { tap?: boolean; diskGb?: number } = {},
+): VmSpec {
+  const mac = macForIp(ip);
+  return {
+    slug,
+    template: "minimal",
+    vcpu: 1,
+    memoryMb: 256,
+    diskGb: opts.diskGb ?? 1,
+    net: { ip, prefix: 16, gateway: GATEWAY, mac, tap: opts.tap === false ? null : tapNameForIp(ip) },
+    metadata: {
+      slug,
+      site_url: `http://${slug}.site.test`,
+      code_url: `http://${slug}.code.test`,
+      env: { GREETING: "it's a box" },
+      network: { ip, prefix: 16, gateway: GATEWAY, mac, dns: [GATEWAY] },
+      secrets: {
+        machine_id: randomUUID().replaceAll("-", ""),
+        seed: randomUUID(),
+        db_password: randomUUID(),
+        encryption_key: randomUUID(),
+        admin_password: randomUUID(),
+      },
+      issued_at: Date.now(),
+      generation,
+    },
+  };
+}
+
+/** Records step names and durations; the tests print them as measurements. */
+export class RecordingReporter implements StepReporter {
+  readonly steps: Array<{ name: string; ms: number; ok: boolean }> = [];
+  async step<T>(name: Parameters<StepReporter["step"]>[0], fn: () => Promise<T>): Promise<T> {
+    const t = performance.now();
+    try {
+      const out = await fn();
+      this.steps.push({ name, ms: Math.round(performance.now() - t), ok: true });
+      return out;
+    } catch (err) {
+      this.steps.push({ name, ms: Math.round(performance.now() - t), ok: false });
+      throw err;
+    }
+  }
+  log(): void {}
+}
