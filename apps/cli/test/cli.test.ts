@@ -98,6 +98,15 @@ describe("doppio CLI against a real control plane", () => {
     expect(r.stderr).toMatch(/^\[\d\d:\d\d:\d\d\] creating cli-box: succeeded after \d+s$/m);
   });
 
+  it("waits on the event stream alone when the fallback poll is far away", async () => {
+    // The first poll runs at once and the next only after a minute: only the stream can finish this in time.
+    const r = await home.run(["create", "sse-box", "--template", "minimal"], {
+      env: { DOPPIO_POLL_MS: "60000" },
+    });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("Box sse-box is running.");
+  });
+
   it("lists boxes as a table and as JSON", async () => {
     const table = await home.run(["ls"]);
     expect(table.code).toBe(0);
@@ -138,6 +147,24 @@ describe("doppio CLI against a real control plane", () => {
     ]);
     const open = await home.run(["open", "cli-box", "--port", "5173"]);
     expect(open.stdout).toBe("https://5173-cli-box.code.cli-host.example.test\n");
+  });
+
+  it("follows a box's jobs live with logs -f until Ctrl-C", async () => {
+    const follow = home.spawn(["logs", "cli-box", "-f"]);
+    try {
+      await follow.waitForStdout((out) => out.includes("== start job"));
+      const reset = await home.run(["reset", "cli-box", "--yes", "--no-wait"]);
+      expect(reset.code).toBe(0);
+      await follow.waitForStdout((out) =>
+        /== reset job [0-9a-f]{8}[\s\S]*✓ Publishing URLs[\s\S]*\n {3}succeeded\n/.test(out),
+      );
+      follow.child.kill("SIGINT");
+      expect(await follow.exited).toBe(130);
+    } finally {
+      follow.child.kill("SIGKILL");
+    }
+    // The reset ran to completion before the rm test below.
+    expect(JSON.parse((await home.run(["status", "cli-box", "--json"])).stdout).status).toBe("running");
   });
 
   it("refuses rm without --yes when not on a terminal, and deletes with --yes", async () => {
@@ -223,6 +250,31 @@ describe("doppio CLI against a real control plane", () => {
     const zsh = await home.run(["completion", "zsh"]);
     expect(zsh.stdout).toContain("#compdef doppio");
     expect((await home.run(["completion", "fish"])).code).toBe(2);
+  });
+
+  it("signs in with an existing token, and runs from DOPPIO_URL/DOPPIO_TOKEN with no config at all", async () => {
+    const session = new TestClient(cp.url);
+    await session.post("/api/v1/auth/login", { email, password: PASSWORD });
+    const { token } = (await session.post("/api/v1/tokens", { name: "ci" })).body as { token: string };
+
+    const other = await cliHome();
+    try {
+      const login = await other.run(["login", "--url", cp.url, "--token", token]);
+      expect(login.code).toBe(0);
+      expect(JSON.parse((await other.run(["whoami", "--json"])).stdout).email).toBe(email);
+    } finally {
+      await other.cleanup();
+    }
+
+    const bare = await cliHome();
+    try {
+      const ls = await bare.run(["ls", "-q"], { env: { DOPPIO_URL: cp.url, DOPPIO_TOKEN: token } });
+      expect(ls.code).toBe(0);
+      expect(ls.stdout.split("\n")).toContain("sse-box");
+      await expect(stat(path.join(bare.configDir, "config.json"))).rejects.toThrow();
+    } finally {
+      await bare.cleanup();
+    }
   });
 
   it("logs out, revoking the token on the server", async () => {

@@ -74,7 +74,11 @@ Examples:
             app.io,
             slug,
             {
-              onJob: (job) => printer.show(job),
+              onJob(job) {
+                printer.show(job);
+                // Nothing more will happen to a deleted box.
+                if (job.action === "delete" && job.status === "succeeded") abort.abort();
+              },
               onPollError(err) {
                 // Gone after a delete, or access lost: following makes no sense any more.
                 if (err instanceof CliError && err.kind !== "unreachable") {
@@ -94,6 +98,7 @@ Examples:
     .description("print a box's URL and open it in a browser when there is one")
     .option("--code", "the VS Code URL instead of the site")
     .option("--port <port>", "the URL of a dev server port inside the box")
+    .option("--json", 'print JSON ({"url": ...}) and open nothing')
     .addHelpText(
       "after",
       `
@@ -105,7 +110,7 @@ Examples:
   doppio open my-box --code
   doppio open my-box --port 5173`,
     )
-    .action(async (name: string, opts: { code?: boolean; port?: string }) => {
+    .action(async (name: string, opts: { code?: boolean; port?: string; json?: boolean }) => {
       const slug = parseSlug(name);
       if (opts.code && opts.port) throw usageError("--code and --port exclude each other");
       const port = opts.port === undefined ? undefined : parsePort(opts.port);
@@ -117,6 +122,7 @@ Examples:
         : opts.code
           ? box.urls.code
           : box.urls.site;
+      if (opts.json) return printJson(app.io.stdout, { url });
       app.io.stdout.write(`${url}\n`);
       if (app.io.settings.hasDisplay && app.io.stdout.isTTY) await app.io.openBrowser(url);
     });

@@ -1,4 +1,4 @@
-import { execFile, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -25,8 +25,18 @@ export interface CliResult {
   stderr: string;
 }
 
+export interface RunningCli {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves when stdout satisfies `done`; rejects after `timeoutMs`. */
+  waitForStdout(done: (out: string) => boolean, timeoutMs?: number): Promise<void>;
+  exited: Promise<number | null>;
+}
+
 export interface CliHome {
   dir: string;
+  spawn(args: string[], opts?: { env?: NodeJS.ProcessEnv }): RunningCli;
   configDir: string;
   env: NodeJS.ProcessEnv;
   run(args: string[], opts?: { input?: string; env?: NodeJS.ProcessEnv }): Promise<CliResult>;
@@ -65,6 +75,45 @@ export async function cliHome(): Promise<CliHome> {
         child.on("close", (code) => resolve({ code, stdout, stderr }));
         child.stdin.end(opts.input ?? "");
       });
+    },
+    spawn(args, opts = {}) {
+      const child = spawn(process.execPath, [BIN, ...args], { env: { ...env, ...opts.env } });
+      let stdout = "";
+      let stderr = "";
+      const waiters = new Set<() => void>();
+      child.stdout.on("data", (d) => {
+        stdout += d;
+        for (const w of waiters) w();
+      });
+      child.stderr.on("data", (d) => {
+        stderr += d;
+      });
+      const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)));
+      return {
+        child,
+        stdout: () => stdout,
+        stderr: () => stderr,
+        exited,
+        waitForStdout(done, timeoutMs = 20_000) {
+          return new Promise((resolve, reject) => {
+            const check = () => {
+              if (!done(stdout)) return;
+              cleanup();
+              resolve();
+            };
+            const timer = setTimeout(() => {
+              cleanup();
+              reject(new Error(`timed out; stdout so far:\n${stdout}\nstderr:\n${stderr}`));
+            }, timeoutMs);
+            const cleanup = () => {
+              clearTimeout(timer);
+              waiters.delete(check);
+            };
+            waiters.add(check);
+            check();
+          });
+        },
+      };
     },
     cleanup: () => rm(dir, { recursive: true, force: true }),
   };
