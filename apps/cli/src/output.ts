@@ -47,4 +47,7 @@ export function clockTime(ms: number): string {
   return new Date(ms).toISOString().slice(11, 19);
 }
 
+/** The "Examples:" block every command's --help ends with. */
+export const examples = (...lines: string[]) => `\nExamples:\n${lines.map((l) => `  ${l}`).join("\n")}`;
+
 export const shortId = (id: string) => id.slice(0, 8);

@@ -4,7 +4,7 @@ import { ApiClient, ApiError } from "../api.ts";
 import type { App } from "../app.ts";
 import { checkContextName, contextNameFor, normalizeUrl } from "../config.ts";
 import { CliError, usageError } from "../errors.ts";
-import { printJson, printKeyValues } from "../output.ts";
+import { examples, printJson, printKeyValues } from "../output.ts";
 
 interface LoginOptions {
   url?: string;
@@ -36,12 +36,14 @@ Examples:
   program
     .command("logout")
     .description("revoke the stored token on the server and forget it here")
+    .addHelpText("after", examples("doppio logout", "doppio --context staging logout"))
     .action(() => logout(app));
 
   program
     .command("whoami")
     .description("show the signed-in account and the control plane in use")
     .option("--json", "print JSON")
+    .addHelpText("after", examples("doppio whoami", "doppio whoami --json | jq -r .email"))
     .action(async (opts: { json?: boolean }) => {
       const target = await app.target();
       const me = await (await app.api()).me();

@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import type { App } from "../app.ts";
 import { CliError, failed, usageError } from "../errors.ts";
 import type { OutStream } from "../io.ts";
-import { clockTime, formatDuration, printJson, renderTable, shortId } from "../output.ts";
+import { clockTime, examples, formatDuration, printJson, renderTable, shortId } from "../output.ts";
 import { watchBoxJobs } from "../watch.ts";
 import { parsePort, parseSlug } from "./box-args.ts";
 
@@ -12,6 +12,7 @@ export function registerInfoCommands(program: Command, app: App): void {
     .command("jobs <name>")
     .description("list a box's jobs, newest first")
     .option("--json", "print JSON (an array of jobs)")
+    .addHelpText("after", examples("doppio jobs my-box", "doppio jobs my-box --json | jq '.[0].status'"))
     .action(async (name: string, opts: { json?: boolean }) => {
       const jobs = await (await app.api()).jobs(parseSlug(name));
       if (opts.json) return printJson(app.io.stdout, jobs);
@@ -131,6 +132,7 @@ Examples:
     .command("templates")
     .description("list the templates boxes are created from")
     .option("--json", "print JSON (an array of templates)")
+    .addHelpText("after", examples("doppio templates", "doppio create --template minimal"))
     .action(async (opts: { json?: boolean }) => {
       const templates = await (await app.api()).templates();
       if (opts.json) return printJson(app.io.stdout, templates);

@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import type { ApiClient, BoxWithJob } from "../api.ts";
 import type { App } from "../app.ts";
 import { CliError, failed, usageError } from "../errors.ts";
-import { formatAge, printJson, printKeyValues, renderTable, shortId } from "../output.ts";
+import { examples, formatAge, printJson, printKeyValues, renderTable, shortId } from "../output.ts";
 import { waitForJob } from "../wait.ts";
 import { collect, parseEnv, parseSize, parseSlug } from "./box-args.ts";
 
@@ -71,7 +71,7 @@ export function registerBoxCommands(program: Command, app: App): void {
     .description("create a box and wait until it runs")
     .option("-t, --template <template>", "template to create from (see: doppio templates)")
     .option("-s, --size <size>", "small, medium or large (default: the template's)")
-    .option("-e, --env <NAME=value>", "environment variable for the box (repeatable)", collect, [])
+    .option("-e, --env <NAME=value>", "environment variable for the box (repeatable)", collect)
     .option("--no-wait", "return as soon as the job is queued")
     .option("--json", "print JSON ({box, job})")
     .addHelpText(
@@ -87,11 +87,11 @@ Examples:
     .action(
       async (
         name: string | undefined,
-        opts: { template?: string; size?: string; env: string[]; wait: boolean; json?: boolean },
+        opts: { template?: string; size?: string; env?: string[]; wait: boolean; json?: boolean },
       ) => {
         const slug = name === undefined ? undefined : parseSlug(name);
         const size = opts.size === undefined ? undefined : parseSize(opts.size);
-        const env = parseEnv(opts.env);
+        const env = parseEnv(opts.env ?? []);
         if (!opts.template)
           throw usageError("--template is required", "list templates with: doppio templates");
         const api = await app.api();
@@ -131,6 +131,7 @@ Examples:
     .command("status <name>")
     .description("show a box: state, URLs, size and its latest job")
     .option("--json", "print JSON (the box)")
+    .addHelpText("after", examples("doppio status my-box", "doppio status my-box --json | jq -r .status"))
     .action(async (name: string, opts: { json?: boolean }) => {
       const slug = parseSlug(name);
       const api = await app.api();

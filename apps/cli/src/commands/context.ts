@@ -3,7 +3,7 @@ import { ApiClient } from "../api.ts";
 import type { App } from "../app.ts";
 import { checkContextName, normalizeUrl } from "../config.ts";
 import { failed, usageError } from "../errors.ts";
-import { printJson, renderTable } from "../output.ts";
+import { examples, printJson, renderTable } from "../output.ts";
 import { revoke } from "./auth.ts";
 
 export function registerContextCommands(program: Command, app: App): void {
@@ -26,7 +26,8 @@ Examples:
   context
     .command("ls")
     .description("list contexts")
-    .option("--json", "print JSON")
+    .option("--json", "print JSON (never includes tokens)")
+    .addHelpText("after", examples("doppio context ls"))
     .action(async (opts: { json?: boolean }) => {
       const config = await app.config();
       const rows = Object.entries(config.contexts).map(([name, c]) => ({
@@ -54,6 +55,10 @@ Examples:
     .description("add a context (sign in to it with: doppio login)")
     .requiredOption("--url <url>", "control plane URL")
     .option("--use", "make it the current context")
+    .addHelpText(
+      "after",
+      examples("doppio context add staging --url https://boxes.staging.example.com --use"),
+    )
     .action(async (rawName: string, opts: { url: string; use?: boolean }) => {
       const name = checkContextName(rawName);
       const config = await app.config();
@@ -68,6 +73,7 @@ Examples:
   context
     .command("use <name>")
     .description("switch the current context")
+    .addHelpText("after", examples("doppio context use staging"))
     .action(async (name: string) => {
       const config = await app.config();
       if (!config.contexts[name])
@@ -80,6 +86,7 @@ Examples:
   context
     .command("rm <name>")
     .description("forget a context, revoking its token on the server")
+    .addHelpText("after", examples("doppio context rm staging"))
     .action(async (name: string) => {
       const config = await app.config();
       const ctx = config.contexts[name];
