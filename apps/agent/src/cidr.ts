@@ -1,0 +1,68 @@
+/**
+ * IPv4 arithmetic for the box pool. Layout of the configured CIDR (spec page 03 §4a):
+ * network, gateway = first address, pool, golden = last usable address, broadcast.
+ */
+export interface PoolLayout {
+  cidr: string;
+  prefix: number;
+  network: number;
+  gateway: number;
+  golden: number;
+  broadcast: number;
+  /** Inclusive range handed to boxes. */
+  first: number;
+  last: number;
+}
+
+export function ipToNum(ip: string): number {
+  const parts = ip.split(".");
+  if (parts.length !== 4) throw new Error(`not an IPv4 address: ${ip}`);
+  let n = 0;
+  for (const p of parts) {
+    if (!/^\d{1,3}$/.test(p) || Number(p) > 255) throw new Error(`not an IPv4 address: ${ip}`);
+    n = n * 256 + Number(p);
+  }
+  return n;
+}
+
+export function numToIp(n: number): string {
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join(".");
+}
+
+/** Null when the CIDR is not usable for a pool (needs room for at least one box). */
+export function cidrProblem(cidr: string): string | null {
+  const m = /^(\d{1,3}(?:\.\d{1,3}){3})\/(\d{1,2})$/.exec(cidr);
+  if (!m) return "must look like 10.0.0.0/16";
+  try {
+    ipToNum(m[1]!);
+  } catch {
+    return "has an invalid address";
+  }
+  const prefix = Number(m[2]);
+  if (prefix < 8 || prefix > 29) return "prefix must be between /8 and /29 (a /29 leaves 4 box addresses)";
+  return null;
+}
+
+export function poolLayout(cidr: string): PoolLayout {
+  const problem = cidrProblem(cidr);
+  if (problem) throw new Error(`CIDR ${cidr} ${problem}`);
+  const [addr, bits] = cidr.split("/") as [string, string];
+  const prefix = Number(bits);
+  const size = 2 ** (32 - prefix);
+  const network = Math.floor(ipToNum(addr) / size) * size;
+  const broadcast = network + size - 1;
+  return {
+    cidr: `${numToIp(network)}/${prefix}`,
+    prefix,
+    network,
+    gateway: network + 1,
+    golden: broadcast - 1,
+    broadcast,
+    first: network + 2,
+    last: broadcast - 2,
+  };
+}
+
+export function poolSize(l: PoolLayout): number {
+  return l.last - l.first + 1;
+}

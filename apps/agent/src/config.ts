@@ -1,0 +1,171 @@
+import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+import { cidrProblem } from "./cidr.ts";
+import { AgentError } from "./errors.ts";
+
+const Template = z.strictObject({
+  name: z.string().min(1),
+  version: z.string().min(1).default("1"),
+  readyPorts: z.array(z.number().int().min(1).max(65535)).default([8000]),
+  memoryMb: z.number().int().positive().default(2048),
+  vcpu: z.number().int().positive().default(1),
+});
+
+const HostPort = z.string().regex(/^[^\s:]+:\d{1,5}$/, "must be host:port");
+
+/** The agent's whole configuration, parsed once at start (style guide §6). */
+export const AgentConfig = z
+  .strictObject({
+    controlPlaneUrl: z.url(),
+    /** The server's agent token from `POST /api/v1/servers` (bearer for /agent/v1). */
+    serverToken: z.string().min(8),
+    dataDir: z.string().min(1),
+    /** Host domain: boxes answer at {slug}.site.{domain} and {slug}.code.{domain}. */
+    domain: z.string().min(1),
+    publicScheme: z.enum(["http", "https"]).default("https"),
+    publicPort: z.number().int().min(1).max(65535).optional(),
+    bridge: z
+      .strictObject({
+        name: z.string().min(1).max(15).default("br-devbox"),
+        cidr: z
+          .string()
+          .default("10.0.0.0/16")
+          .refine((c) => cidrProblem(c) === null, { error: (i) => `CIDR ${cidrProblem(String(i.input))}` }),
+      })
+      .prefault({}),
+    dns: z.array(z.string()).default(["1.1.1.1", "9.9.9.9"]),
+    /** `fake` is the in-memory test double; it refuses to load without DOPPIO_AGENT_ALLOW_FAKE=1. */
+    backend: z.enum(["qemu", "firecracker", "fake"]).default("qemu"),
+    networkMode: z.enum(["tap", "user"]).default("tap"),
+    caddyAdminUrl: z.url().optional(),
+    listen: HostPort.default("127.0.0.1:8090"),
+    /** Bearer token for the agent's own HTTP API (everything except /health and edge routes). */
+    apiToken: z.string().min(16),
+    concurrency: z.number().int().min(1).max(64).default(4),
+    reconcileIntervalMs: z.number().int().min(100).default(30_000),
+    heartbeatIntervalMs: z.number().int().min(100).default(15_000),
+    claimWaitMs: z.number().int().min(0).max(30_000).default(25_000),
+    /** Only this template may cold-boot when it has no golden snapshot. */
+    defaultTemplate: z.string().default("minimal"),
+    templates: z
+      .array(Template)
+      .min(1)
+      .default([Template.parse({ name: "minimal" })]),
+    /** What the host offers boxes; measured from the OS when unset. */
+    capacity: z
+      .strictObject({
+        vcpu: z.number().int().nonnegative(),
+        memoryMb: z.number().int().nonnegative(),
+        diskGb: z.number().int().nonnegative(),
+      })
+      .optional(),
+    logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+    /** Edge wiring (Caddy). Present only on hosts that route box traffic through Caddy. */
+    edge: z
+      .strictObject({
+        /** PEM file with the control plane's Ed25519 public key (verifies hand-off tokens). */
+        controlPlaneKeyFile: z.string().min(1),
+        tls: z.discriminatedUnion("mode", [
+          z.strictObject({ mode: z.literal("http"), listen: z.string() }),
+          z.strictObject({
+            mode: z.literal("https"),
+            cloudflareApiToken: z.string().optional(),
+            acmeEmail: z.string().optional(),
+            acmeCa: z.string().optional(),
+          }),
+        ]),
+        /** Control-plane URL template for signing in to a private box URL. */
+        signInUrl: z.url().optional(),
+        checkIntervalMs: z.number().int().min(100).default(10_000),
+      })
+      .optional(),
+    /** Test double settings (backend: fake). */
+    fake: z
+      .strictObject({
+        stepDelayMs: z.number().int().nonnegative().default(0),
+        /** Persist the double's "host" here so a restarted agent sees the same VMs. */
+        stateFile: z.string().optional(),
+        golden: z.record(z.string(), z.enum(["missing", "ready"])).default({}),
+      })
+      .prefault({}),
+  })
+  .superRefine((c, ctx) => {
+    if (!c.templates.some((t) => t.name === c.defaultTemplate)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["defaultTemplate"],
+        message: `"${c.defaultTemplate}" is not among templates`,
+      });
+    }
+    if (c.edge && !c.caddyAdminUrl) {
+      ctx.addIssue({ code: "custom", path: ["caddyAdminUrl"], message: "required when edge is set" });
+    }
+  });
+export type AgentConfig = z.infer<typeof AgentConfig>;
+export type TemplateConfig = z.infer<typeof Template>;
+
+/** Environment variables that override the file, each mapped to one field. */
+const ENV: Record<string, { path: string[]; type: "string" | "number" }> = {
+  DOPPIO_AGENT_CONTROL_PLANE_URL: { path: ["controlPlaneUrl"], type: "string" },
+  DOPPIO_AGENT_SERVER_TOKEN: { path: ["serverToken"], type: "string" },
+  DOPPIO_AGENT_DATA_DIR: { path: ["dataDir"], type: "string" },
+  DOPPIO_AGENT_DOMAIN: { path: ["domain"], type: "string" },
+  DOPPIO_AGENT_BACKEND: { path: ["backend"], type: "string" },
+  DOPPIO_AGENT_NETWORK_MODE: { path: ["networkMode"], type: "string" },
+  DOPPIO_AGENT_BRIDGE: { path: ["bridge", "name"], type: "string" },
+  DOPPIO_AGENT_CIDR: { path: ["bridge", "cidr"], type: "string" },
+  DOPPIO_AGENT_CADDY_ADMIN_URL: { path: ["caddyAdminUrl"], type: "string" },
+  DOPPIO_AGENT_LISTEN: { path: ["listen"], type: "string" },
+  DOPPIO_AGENT_API_TOKEN: { path: ["apiToken"], type: "string" },
+  DOPPIO_AGENT_CONCURRENCY: { path: ["concurrency"], type: "number" },
+  DOPPIO_AGENT_LOG_LEVEL: { path: ["logLevel"], type: "string" },
+};
+
+/** Config file path: `--config FILE` / `--config=FILE`, else DOPPIO_AGENT_CONFIG. */
+export function configPath(argv: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === "--config") return argv[i + 1];
+    if (a.startsWith("--config=")) return a.slice("--config=".length);
+  }
+  return env.DOPPIO_AGENT_CONFIG || undefined;
+}
+
+export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}): AgentConfig {
+  const merged = structuredClone((raw ?? {}) as Record<string, unknown>);
+  if (typeof merged !== "object" || Array.isArray(merged)) {
+    throw new AgentError("config_invalid", "invalid agent configuration: the file must hold a YAML mapping");
+  }
+  for (const [key, { path, type }] of Object.entries(ENV)) {
+    const value = env[key];
+    if (value === undefined || value === "") continue;
+    let node = merged as Record<string, unknown>;
+    for (const p of path.slice(0, -1)) {
+      if (typeof node[p] !== "object" || node[p] === null) node[p] = {};
+      node = node[p] as Record<string, unknown>;
+    }
+    node[path.at(-1)!] = type === "number" && /^\d+$/.test(value) ? Number(value) : value;
+  }
+  const parsed = AgentConfig.safeParse(merged);
+  if (!parsed.success) {
+    const fields = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`);
+    throw new AgentError("config_invalid", `invalid agent configuration:\n  - ${fields.join("\n  - ")}`, {
+      details: { fields },
+    });
+  }
+  return parsed.data;
+}
+
+export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): AgentConfig {
+  const file = configPath(argv, env);
+  let raw: unknown = {};
+  if (file) {
+    try {
+      raw = parseYaml(readFileSync(file, "utf8")) ?? {};
+    } catch (err) {
+      throw new AgentError("config_invalid", `cannot read agent configuration ${file}`, { cause: err });
+    }
+  }
+  return parseConfig(raw, env);
+}

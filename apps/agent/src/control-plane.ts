@@ -1,0 +1,155 @@
+import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import {
+  type Heartbeat,
+  type HeartbeatResponse,
+  HeartbeatResponse as HeartbeatResponseSchema,
+  type JobEvent,
+} from "@doppio/contracts";
+import { z } from "zod";
+import { AgentError } from "./errors.ts";
+
+/**
+ * A claimed job as the agent reads it: deliberately looser than the contract's ClaimedJob,
+ * so one job with an action or payload this agent does not understand fails on its own
+ * (with a clear result) instead of making the whole claim unreadable.
+ */
+export const RawClaimedJob = z.object({
+  id: z.string().min(1),
+  action: z.string(),
+  box: z.string().nullable().default(null),
+  payload: z.unknown(),
+  attempt: z.number().int().default(1),
+});
+export type RawClaimedJob = z.infer<typeof RawClaimedJob>;
+
+const ClaimBody = z.object({ jobs: z.array(z.unknown()) });
+const EventsBody = z.object({ applied: z.number().int(), lastSeq: z.number().int() });
+
+/** The agent's view of the control plane: three outbound calls, nothing inbound. */
+export interface ControlPlane {
+  claim(
+    max: number,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ jobs: RawClaimedJob[]; rejected: unknown[] }>;
+  sendEvents(jobId: string, events: JobEvent[]): Promise<{ applied: number; lastSeq: number }>;
+  heartbeat(hb: Heartbeat): Promise<HeartbeatResponse>;
+  close?(): void;
+}
+
+export class HttpControlPlane implements ControlPlane {
+  readonly #base: string;
+  readonly #agent: HttpAgent;
+
+  constructor(
+    baseUrl: string,
+    private readonly token: string,
+    private readonly timeoutMs = 15_000,
+  ) {
+    this.#base = baseUrl.replace(/\/+$/, "");
+    this.#agent = baseUrl.startsWith("https:")
+      ? new HttpsAgent({ keepAlive: true, maxSockets: 16 })
+      : new HttpAgent({ keepAlive: true, maxSockets: 16 });
+  }
+
+  async claim(max: number, waitMs: number, signal?: AbortSignal) {
+    const body = ClaimBody.parse(
+      await this.#post("/agent/v1/jobs/claim", { max, waitMs }, waitMs + this.timeoutMs, signal),
+    );
+    const jobs: RawClaimedJob[] = [];
+    const rejected: unknown[] = [];
+    for (const j of body.jobs) {
+      const parsed = RawClaimedJob.safeParse(j);
+      if (parsed.success) jobs.push(parsed.data);
+      else rejected.push(j);
+    }
+    return { jobs, rejected };
+  }
+
+  async sendEvents(jobId: string, events: JobEvent[]) {
+    return EventsBody.parse(
+      await this.#post(`/agent/v1/jobs/${encodeURIComponent(jobId)}/events`, { events }, this.timeoutMs),
+    );
+  }
+
+  async heartbeat(hb: Heartbeat) {
+    return HeartbeatResponseSchema.parse(await this.#post("/agent/v1/heartbeat", hb, this.timeoutMs));
+  }
+
+  /** Drops pooled connections so nothing outlives the agent (and the peer can close at once). */
+  close(): void {
+    this.#agent.destroy();
+  }
+
+  async #post(path: string, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<unknown> {
+    let res: { status: number; text: string };
+    try {
+      res = await this.#request(path, JSON.stringify(body), timeoutMs, signal);
+    } catch (err) {
+      throw new AgentError("control_plane_unreachable", `control plane unreachable (${path})`, {
+        cause: err,
+        details: { path },
+      });
+    }
+    if (res.status < 200 || res.status >= 300) {
+      throw new AgentError("control_plane_rejected", `control plane answered ${res.status} to ${path}`, {
+        details: { status: res.status, path, body: res.text.slice(0, 500) },
+      });
+    }
+    try {
+      return JSON.parse(res.text) as unknown;
+    } catch (err) {
+      throw new AgentError("control_plane_rejected", `control plane sent a body that is not JSON (${path})`, {
+        cause: err,
+        details: { status: res.status, path },
+      });
+    }
+  }
+
+  #request(
+    path: string,
+    body: string,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ status: number; text: string }> {
+    const url = new URL(`${this.#base}${path}`);
+    const send = url.protocol === "https:" ? httpsRequest : httpRequest;
+    return new Promise((resolve, reject) => {
+      const req = send(
+        url,
+        {
+          method: "POST",
+          agent: this.#agent,
+          headers: {
+            authorization: `Bearer ${this.token}`,
+            "content-type": "application/json",
+            "content-length": Buffer.byteLength(body),
+          },
+          timeout: timeoutMs,
+          ...(signal ? { signal } : {}),
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("end", () =>
+            resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }),
+          );
+          res.on("error", reject);
+        },
+      );
+      req.on("timeout", () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+      req.on("error", reject);
+      req.end(body);
+    });
+  }
+}
+
+/** HTTP status of a rejected control-plane call, or null for transport failures. */
+export function rejectedStatus(err: unknown): number | null {
+  if (err instanceof AgentError && err.code === "control_plane_rejected") {
+    const s = err.details?.status;
+    return typeof s === "number" ? s : null;
+  }
+  return null;
+}

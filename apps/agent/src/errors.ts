@@ -1,0 +1,37 @@
+/** The closed set of failures the agent core reports; the message is safe to show a user. */
+export const AGENT_ERROR_CODES = [
+  "config_invalid",
+  "ip_pool_exhausted",
+  "unknown_action",
+  "invalid_payload",
+  "box_not_on_host",
+  "no_golden",
+  "unknown_template",
+  "not_available",
+  "backend_unavailable",
+  "control_plane_rejected",
+  "control_plane_unreachable",
+] as const;
+export type AgentErrorCode = (typeof AGENT_ERROR_CODES)[number];
+
+export class AgentError extends Error {
+  readonly code: AgentErrorCode;
+  readonly details: Record<string, unknown> | undefined;
+
+  constructor(
+    code: AgentErrorCode,
+    message: string,
+    opts: { cause?: unknown; details?: Record<string, unknown> } = {},
+  ) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = "AgentError";
+    this.code = code;
+    this.details = opts.details;
+  }
+}
+
+/** The message a job result carries: ours verbatim, anything else by its message. */
+export function failureMessage(err: unknown): string {
+  if (err instanceof Error) return err.message || err.name;
+  return String(err);
+}

@@ -1,0 +1,101 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import type { BoxJobPayload } from "@doppio/contracts";
+import { macForIp, tapNameForIp } from "../../host-ids.ts";
+import type { BoxSpec, StoredBox } from "../../store/boxes.ts";
+import type { BoxMetadata, Upstream, VmSpec } from "../../vmm/executor.ts";
+import type { HandlerDeps } from "../registry.ts";
+
+/** Fresh per clone (spec: clones of one snapshot must not share secrets). */
+export function freshSecrets(): BoxMetadata["secrets"] {
+  return {
+    machine_id: randomUUID().replaceAll("-", ""),
+    seed: randomBytes(32).toString("hex"),
+    db_password: randomBytes(18).toString("base64url"),
+    encryption_key: randomBytes(32).toString("base64url"),
+    admin_password: randomBytes(12).toString("base64url"),
+  };
+}
+
+export function boxUrls(deps: HandlerDeps, slug: string): { site: string; code: string } {
+  const { publicScheme, publicPort, domain } = deps.config;
+  const defaultPort = publicScheme === "https" ? 443 : 80;
+  const port = publicPort && publicPort !== defaultPort ? `:${publicPort}` : "";
+  return {
+    site: `${publicScheme}://${slug}.site.${domain}${port}`,
+    code: `${publicScheme}://${slug}.code.${domain}${port}`,
+  };
+}
+
+export function specFromPayload(p: BoxJobPayload, secrets: BoxMetadata["secrets"]): BoxSpec {
+  return {
+    template: p.template,
+    templateVersion: p.templateVersion,
+    vcpu: p.vcpu,
+    memoryMb: p.memoryMb,
+    diskGb: p.diskGb,
+    env: p.env,
+    owner: p.owner,
+    sitePublic: p.sitePublic,
+    secrets,
+  };
+}
+
+/** The stored box with the payload's latest intent (env, size, sharing) and its address fields. */
+export function boxRecord(
+  deps: HandlerDeps,
+  slug: string,
+  ip: string,
+  spec: BoxSpec,
+  prev: StoredBox | null,
+): Omit<StoredBox, "updatedAt"> {
+  return {
+    slug,
+    desiredState: prev?.desiredState ?? "running",
+    spec,
+    ip,
+    mac: macForIp(ip),
+    tap: deps.config.networkMode === "tap" ? tapNameForIp(ip) : null,
+    generation: prev?.generation ?? 0,
+  };
+}
+
+export function vmSpec(deps: HandlerDeps, box: Omit<StoredBox, "updatedAt">, generation: number): VmSpec {
+  const urls = boxUrls(deps, box.slug);
+  const net = {
+    ip: box.ip,
+    prefix: deps.ipPool.layout.prefix,
+    gateway: deps.ipPool.gateway(),
+    mac: box.mac,
+  };
+  return {
+    slug: box.slug,
+    template: box.spec.template,
+    vcpu: box.spec.vcpu,
+    memoryMb: box.spec.memoryMb,
+    diskGb: box.spec.diskGb,
+    net: { ...net, tap: box.tap },
+    metadata: {
+      slug: box.slug,
+      site_url: urls.site,
+      code_url: urls.code,
+      env: box.spec.env,
+      network: { ...net, dns: deps.config.dns },
+      secrets: box.spec.secrets,
+      issued_at: deps.clock.now().getTime(),
+      generation,
+    },
+  };
+}
+
+export function publishRunning(deps: HandlerDeps, slug: string, spec: BoxSpec, upstream: Upstream): void {
+  deps.routes.set(slug, { state: "running", upstream, owner: spec.owner, sitePublic: spec.sitePublic });
+}
+
+export function publishStopped(deps: HandlerDeps, slug: string, spec: BoxSpec): void {
+  deps.routes.set(slug, {
+    state: "stopped",
+    upstream: () => null,
+    owner: spec.owner,
+    sitePublic: spec.sitePublic,
+  });
+}

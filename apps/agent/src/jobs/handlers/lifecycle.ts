@@ -1,0 +1,69 @@
+import { BoxJobPayload } from "@doppio/contracts";
+import { AgentError } from "../../errors.ts";
+import type { StoredBox } from "../../store/boxes.ts";
+import { defineHandler, type HandlerDeps } from "../registry.ts";
+import {
+  boxRecord,
+  freshSecrets,
+  publishRunning,
+  publishStopped,
+  specFromPayload,
+  vmSpec,
+} from "./common.ts";
+
+/** The stored box refreshed with the payload's intent; fails clearly if the box never lived here. */
+function knownBox(deps: HandlerDeps, p: BoxJobPayload, state: string): Omit<StoredBox, "updatedAt"> {
+  const prev = deps.boxes.get(p.slug);
+  if (!prev && state === "gone") {
+    throw new AgentError("box_not_on_host", `box "${p.slug}" does not exist on this host`, {
+      details: { slug: p.slug },
+    });
+  }
+  // A box whose record was lost but whose disks are here is adopted again (same address).
+  const ip = prev?.ip ?? deps.ipPool.allocate(p.slug);
+  return boxRecord(deps, p.slug, ip, specFromPayload(p, prev?.spec.secrets ?? freshSecrets()), prev);
+}
+
+/** start: cold-boot from the box's own disks; a box already running is adopted as is. */
+export const startHandler = defineHandler({
+  schema: BoxJobPayload,
+  async run(deps, p, _job, report) {
+    const state = await report.step("check_state", () => deps.executor.inspect(p.slug));
+    const box = { ...knownBox(deps, p, state), desiredState: "running" as const };
+    deps.boxes.upsert(box);
+    let upstream = state === "running" ? await deps.executor.upstream(p.slug) : null;
+    upstream ??= await deps.executor.start(vmSpec(deps, box, deps.boxes.bumpGeneration(p.slug)), report);
+    const ready = upstream;
+    await report.step("add_routes", async () => publishRunning(deps, p.slug, box.spec, ready));
+    return { ip: box.ip };
+  },
+});
+
+/** stop: desired state first (so reconcile will not restart it), then kill the VMM; disks stay. */
+export const stopHandler = defineHandler({
+  schema: BoxJobPayload,
+  async run(deps, p, _job, report) {
+    const state = await report.step("check_state", () => deps.executor.inspect(p.slug));
+    const box = { ...knownBox(deps, p, state), desiredState: "stopped" as const };
+    deps.boxes.upsert(box);
+    await report.step("remove_routes", async () => publishStopped(deps, p.slug, box.spec));
+    if (state === "running") await deps.executor.stop(p.slug, report);
+    return { ip: box.ip };
+  },
+});
+
+/** reset: rebuild from golden keeping slug, address and URLs; a new clone gets new secrets. */
+export const resetHandler = defineHandler({
+  schema: BoxJobPayload,
+  async run(deps, p, job, report) {
+    const state = await report.step("check_state", () => deps.executor.inspect(p.slug));
+    const known = knownBox(deps, p, state);
+    // A retried reset (after a crash) keeps the secrets its first attempt gave the clone.
+    const secrets = job.attempt > 1 ? known.spec.secrets : freshSecrets();
+    const box = { ...known, desiredState: "running" as const, spec: { ...known.spec, secrets } };
+    deps.boxes.upsert(box);
+    const upstream = await deps.executor.reset(vmSpec(deps, box, deps.boxes.bumpGeneration(p.slug)), report);
+    await report.step("add_routes", async () => publishRunning(deps, p.slug, box.spec, upstream));
+    return { ip: box.ip };
+  },
+});

@@ -1,0 +1,79 @@
+import type { Logger } from "pino";
+import { backoffMs, type Clock, sleep } from "../clock.ts";
+import type { ControlPlane } from "../control-plane.ts";
+import type { JobRunner } from "../jobs/runner.ts";
+import type { JobStore } from "../store/jobs.ts";
+
+/**
+ * Long-polls for jobs while there are free slots. Each claimed job is written to SQLite
+ * before anything runs (idempotent on id, so a job handed out twice runs once), then queued.
+ */
+export class ClaimLoop {
+  #abort = new AbortController();
+  #loop: Promise<void> | null = null;
+
+  constructor(
+    private readonly d: {
+      cp: ControlPlane;
+      store: JobStore;
+      runner: JobRunner;
+      clock: Clock;
+      log: Logger;
+      waitMs: number;
+    },
+  ) {}
+
+  start(): void {
+    this.#abort = new AbortController();
+    this.#loop ??= this.#run(this.#abort.signal);
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    await this.#loop;
+    this.#loop = null;
+  }
+
+  /** One claim; returns how many new jobs were queued. */
+  async claimOnce(waitMs: number, signal?: AbortSignal): Promise<number> {
+    const max = this.d.runner.freeSlots();
+    if (max === 0) return 0;
+    const { jobs, rejected } = await this.d.cp.claim(max, waitMs, signal);
+    for (const r of rejected) this.d.log.error({ job: r }, "claimed job is unreadable (no id); ignored");
+    let queued = 0;
+    for (const j of jobs) {
+      const fresh = this.d.store.insert({
+        id: j.id,
+        action: j.action,
+        box: j.box,
+        payload: j.payload,
+        cpAttempt: j.attempt,
+        receivedAt: this.d.clock.now().toISOString(),
+      });
+      const stored = this.d.store.get(j.id)!;
+      if (!fresh) this.d.log.info({ job: j.id, status: stored.status }, "job handed out again; already held");
+      if (stored.status !== "done") {
+        this.d.runner.enqueue(stored);
+        queued++;
+      }
+    }
+    return queued;
+  }
+
+  async #run(signal: AbortSignal): Promise<void> {
+    let failures = 0;
+    while (!signal.aborted) {
+      await this.d.runner.waitForSlot(signal);
+      if (signal.aborted) break;
+      try {
+        await this.claimOnce(this.d.waitMs, signal);
+        failures = 0;
+      } catch (err) {
+        if (signal.aborted) break;
+        failures++;
+        this.d.log[failures === 1 ? "warn" : "debug"]({ err, failures }, "claim failed");
+        await sleep(backoffMs(failures), signal);
+      }
+    }
+  }
+}

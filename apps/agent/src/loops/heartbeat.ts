@@ -1,0 +1,112 @@
+import { statfs } from "node:fs/promises";
+import os from "node:os";
+import type { Heartbeat, HeartbeatResponse } from "@doppio/contracts";
+import type { Logger } from "pino";
+import { backoffMs, Wakeup } from "../clock.ts";
+import type { AgentConfig } from "../config.ts";
+import type { ControlPlane } from "../control-plane.ts";
+import type { IpPool } from "../store/ip-pool.ts";
+import type { JobStore } from "../store/jobs.ts";
+import type { Executor } from "../vmm/executor.ts";
+
+export const AGENT_VERSION = "0.1.0";
+
+export interface HeartbeatDeps {
+  config: AgentConfig;
+  executor: Executor;
+  ipPool: IpPool;
+  store: JobStore;
+  cp: ControlPlane;
+  log: Logger;
+}
+
+/** The host's truth for the control plane: inventory, capacity, golden status, held jobs. */
+export async function buildHeartbeat(d: HeartbeatDeps): Promise<Heartbeat> {
+  const ips = new Map(d.ipPool.all().map((a) => [a.slug, a.ip]));
+  const vms = (await d.executor.list()).map((v) => ({
+    slug: v.slug,
+    state: v.state,
+    ip: ips.get(v.slug) ?? null,
+  }));
+  const golden: Heartbeat["golden"] = {};
+  for (const t of d.config.templates) {
+    const g = await d.executor.goldenStatus(t.name);
+    golden[t.name] = { status: g.status, version: g.status === "missing" ? null : g.version };
+  }
+  return {
+    version: AGENT_VERSION,
+    backend: d.executor.backend,
+    capacity: d.config.capacity ?? (await measuredCapacity(d.config.dataDir)),
+    vms,
+    golden,
+    jobs: d.store.heldIds(),
+  };
+}
+
+async function measuredCapacity(dataDir: string): Promise<Heartbeat["capacity"]> {
+  let diskGb = 0;
+  try {
+    const s = await statfs(dataDir);
+    diskGb = Math.floor((s.bavail * s.bsize) / 1024 ** 3);
+  } catch {
+    // an unreadable data dir shows as no disk; the control plane then places nothing here
+  }
+  return { vcpu: os.cpus().length, memoryMb: Math.floor(os.totalmem() / 1024 ** 2), diskGb };
+}
+
+/** Sends a heartbeat every interval (and on wake), remembering what the control plane expects. */
+export class HeartbeatLoop {
+  readonly #wakeup = new Wakeup();
+  #abort = new AbortController();
+  #loop: Promise<void> | null = null;
+  #failures = 0;
+  /** Boxes the control plane placed on this host, from the last answer (null before the first). */
+  expected: HeartbeatResponse["boxes"] | null = null;
+  lastOkAt: Date | null = null;
+
+  constructor(
+    private readonly d: HeartbeatDeps,
+    private readonly intervalMs: number,
+  ) {}
+
+  async beatOnce(): Promise<HeartbeatResponse> {
+    const res = await this.d.cp.heartbeat(await buildHeartbeat(this.d));
+    this.expected = res.boxes;
+    this.lastOkAt = new Date();
+    if (res.drift.length > 0) this.d.log.info({ drift: res.drift }, "control plane reports drift");
+    return res;
+  }
+
+  wake(): void {
+    this.#wakeup.wake();
+  }
+
+  start(): void {
+    this.#abort = new AbortController();
+    this.#loop ??= this.#run(this.#abort.signal);
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    await this.#loop;
+    this.#loop = null;
+  }
+
+  async #run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      let wait = this.intervalMs;
+      try {
+        await this.beatOnce();
+        this.#failures = 0;
+      } catch (err) {
+        this.#failures++;
+        wait = Math.min(this.intervalMs, backoffMs(this.#failures));
+        this.d.log[this.#failures === 1 ? "warn" : "debug"](
+          { err, failures: this.#failures },
+          "heartbeat failed",
+        );
+      }
+      await this.#wakeup.wait(wait, signal);
+    }
+  }
+}

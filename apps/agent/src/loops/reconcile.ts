@@ -1,0 +1,173 @@
+import type { Logger } from "pino";
+import { Wakeup } from "../clock.ts";
+import { tapNameForIp } from "../host-ids.ts";
+import { publishRunning, publishStopped, vmSpec } from "../jobs/handlers/common.ts";
+import type { HandlerDeps } from "../jobs/registry.ts";
+import type { JobRunner } from "../jobs/runner.ts";
+import type { Metrics } from "../metrics.ts";
+import type { StepReporter } from "../vmm/executor.ts";
+
+export type ReconcileAction =
+  | { kind: "restarted"; slug: string }
+  | { kind: "route_restored"; slug: string }
+  | { kind: "removed_vm"; slug: string }
+  | { kind: "freed_ip"; slug: string; ip: string }
+  | { kind: "removed_tap"; tap: string }
+  | { kind: "edge_reloaded" }
+  | { kind: "failed"; what: string; error: string };
+
+export interface ReconcileDeps {
+  handlers: HandlerDeps;
+  runner: JobRunner;
+  metrics: Metrics;
+  log: Logger;
+  report: StepReporter;
+  /** Slugs the control plane placed here (last heartbeat); null when not known yet. */
+  expected: () => string[] | null;
+  /** Keeps Caddy on the agent's config (edge helper's EdgeConfigKeeper); absent without an edge. */
+  edge: { ensureConfig(): Promise<"unchanged" | "loaded"> } | null;
+}
+
+/**
+ * Steers the host toward the recorded intent: boxes that should run are running and routed;
+ * VMs, addresses and TAPs that belong to no box go away; Caddy carries our config. Each
+ * correction is one small idempotent action, and per-box work joins the box's job queue.
+ */
+export class Reconciler {
+  readonly #wakeup = new Wakeup();
+  #abort = new AbortController();
+  #loop: Promise<void> | null = null;
+  #inflight: Promise<ReconcileAction[]> | null = null;
+
+  constructor(private readonly d: ReconcileDeps) {}
+
+  /** Runs one pass (concurrent callers share it). */
+  reconcileOnce(): Promise<ReconcileAction[]> {
+    this.#inflight ??= this.#pass().finally(() => {
+      this.#inflight = null;
+    });
+    return this.#inflight;
+  }
+
+  start(intervalMs: number): void {
+    this.#abort = new AbortController();
+    const signal = this.#abort.signal;
+    this.#loop ??= (async () => {
+      while (!signal.aborted) {
+        try {
+          await this.reconcileOnce();
+        } catch (err) {
+          this.d.log.error({ err }, "reconcile pass failed");
+        }
+        await this.#wakeup.wait(intervalMs, signal);
+      }
+    })();
+  }
+
+  wake(): void {
+    this.#wakeup.wake();
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    await this.#loop;
+    this.#loop = null;
+    await this.#inflight;
+  }
+
+  async #pass(): Promise<ReconcileAction[]> {
+    const h = this.d.handlers;
+    const actions: ReconcileAction[] = [];
+    const attempt = async (what: string, fn: () => Promise<ReconcileAction | null>) => {
+      try {
+        const a = await fn();
+        if (a) actions.push(a);
+      } catch (err) {
+        actions.push({ kind: "failed", what, error: err instanceof Error ? err.message : String(err) });
+        this.d.log.warn({ err, what }, "reconcile action failed");
+      }
+    };
+
+    const boxes = h.boxes.all();
+    for (const box of boxes) {
+      if (this.d.runner.busy(box.slug)) continue;
+      await attempt(`box ${box.slug}`, () =>
+        this.d.runner.runForBox(box.slug, async () => {
+          const current = h.boxes.get(box.slug);
+          if (!current) return null;
+          const state = await h.executor.inspect(box.slug);
+          // "gone" means no disks: nothing to boot from (a create that failed early); the box shows
+          // as error at the control plane and waits for the user.
+          if (current.desiredState === "running" && (state === "exited" || state === "stopped")) {
+            const spec = vmSpec(h, current, h.boxes.bumpGeneration(box.slug));
+            const upstream = await h.executor.start(spec, this.d.report);
+            publishRunning(h, box.slug, current.spec, upstream);
+            this.d.log.warn(
+              { slug: box.slug, was: state },
+              "box should run but its VMM was not running; started it",
+            );
+            return { kind: "restarted", slug: box.slug };
+          }
+          const route = h.routes.get(box.slug);
+          if (state === "running" && current.desiredState === "running" && route?.state !== "running") {
+            const upstream = await h.executor.upstream(box.slug);
+            if (upstream) {
+              publishRunning(h, box.slug, current.spec, upstream);
+              return { kind: "route_restored", slug: box.slug };
+            }
+          }
+          if (current.desiredState === "stopped" && !route) {
+            publishStopped(h, box.slug, current.spec);
+            return { kind: "route_restored", slug: box.slug };
+          }
+          return null;
+        }),
+      );
+    }
+
+    // Orphans: only when nothing is in flight, because a running job (a create mid-way, a
+    // golden build) owns resources that are not recorded yet.
+    if (this.d.runner.heldCount() === 0) {
+      const known = new Set(h.boxes.all().map((b) => b.slug));
+      const expected = new Set(this.d.expected() ?? []);
+      for (const vm of await h.executor.list()) {
+        if (known.has(vm.slug) || expected.has(vm.slug) || this.d.runner.busy(vm.slug)) continue;
+        await attempt(`vm ${vm.slug}`, async () => {
+          await h.executor.remove(vm.slug, this.d.report);
+          this.d.log.warn({ slug: vm.slug, state: vm.state }, "removed a VM that belongs to no box");
+          return { kind: "removed_vm", slug: vm.slug };
+        });
+      }
+      for (const a of h.ipPool.all()) {
+        if (known.has(a.slug) || this.d.runner.busy(a.slug)) continue;
+        await attempt(`ip ${a.ip}`, async () => {
+          h.ipPool.free(a.slug);
+          return { kind: "freed_ip", slug: a.slug, ip: a.ip };
+        });
+      }
+      if (h.network) {
+        const network = h.network;
+        const knownTaps = new Set(h.boxes.all().flatMap((b) => (b.tap ? [b.tap] : [])));
+        knownTaps.add(tapNameForIp(h.ipPool.golden()));
+        for (const tap of await network.listTaps()) {
+          if (knownTaps.has(tap)) continue;
+          await attempt(`tap ${tap}`, async () => {
+            await network.removeTap(tap);
+            return { kind: "removed_tap", tap };
+          });
+        }
+      }
+    }
+
+    if (this.d.edge) {
+      const edge = this.d.edge;
+      await attempt("edge config", async () =>
+        (await edge.ensureConfig()) === "loaded" ? { kind: "edge_reloaded" } : null,
+      );
+    }
+
+    for (const a of actions) this.d.metrics.reconcileActions.inc({ action: a.kind });
+    if (actions.length > 0) this.d.log.info({ actions }, "reconcile corrected the host");
+    return actions;
+  }
+}

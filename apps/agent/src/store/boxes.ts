@@ -1,0 +1,107 @@
+import type { BoxEnv } from "@doppio/contracts";
+import type { BoxMetadata } from "../vmm/executor.ts";
+import type { Db } from "./db.ts";
+
+/** Everything the agent needs to rebuild a box's VmSpec (restart, reconcile) without the control plane. */
+export interface BoxSpec {
+  template: string;
+  templateVersion: string;
+  vcpu: number;
+  memoryMb: number;
+  diskGb: number;
+  env: BoxEnv;
+  owner: string;
+  sitePublic: boolean;
+  /** Stable for the box's life; replaced on reset (a new clone). */
+  secrets: BoxMetadata["secrets"];
+}
+
+export interface StoredBox {
+  slug: string;
+  desiredState: "running" | "stopped";
+  spec: BoxSpec;
+  ip: string;
+  mac: string;
+  tap: string | null;
+  generation: number;
+  updatedAt: string;
+}
+
+interface Row {
+  slug: string;
+  desired_state: "running" | "stopped";
+  spec: string;
+  ip: string;
+  mac: string;
+  tap: string | null;
+  generation: number;
+  updated_at: string;
+}
+
+const toBox = (r: Row): StoredBox => ({
+  slug: r.slug,
+  desiredState: r.desired_state,
+  spec: JSON.parse(r.spec) as BoxSpec,
+  ip: r.ip,
+  mac: r.mac,
+  tap: r.tap,
+  generation: r.generation,
+  updatedAt: r.updated_at,
+});
+
+/** The boxes this host is responsible for, with their desired state: what reconcile steers toward. */
+export class BoxStore {
+  constructor(
+    private readonly db: Db,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  get(slug: string): StoredBox | null {
+    const row = this.db.prepare("SELECT * FROM boxes WHERE slug = ?").get(slug) as Row | undefined;
+    return row ? toBox(row) : null;
+  }
+
+  all(): StoredBox[] {
+    return (this.db.prepare("SELECT * FROM boxes ORDER BY slug").all() as Row[]).map(toBox);
+  }
+
+  upsert(box: Omit<StoredBox, "updatedAt">): void {
+    this.db
+      .prepare(
+        `INSERT INTO boxes (slug, desired_state, spec, ip, mac, tap, generation, updated_at)
+         VALUES (@slug, @desired, @spec, @ip, @mac, @tap, @generation, @at)
+         ON CONFLICT (slug) DO UPDATE SET desired_state = @desired, spec = @spec, ip = @ip, mac = @mac,
+           tap = @tap, generation = @generation, updated_at = @at`,
+      )
+      .run({
+        slug: box.slug,
+        desired: box.desiredState,
+        spec: JSON.stringify(box.spec),
+        ip: box.ip,
+        mac: box.mac,
+        tap: box.tap,
+        generation: box.generation,
+        at: this.now().toISOString(),
+      });
+  }
+
+  setDesired(slug: string, desired: "running" | "stopped"): void {
+    this.db
+      .prepare("UPDATE boxes SET desired_state = ?, updated_at = ? WHERE slug = ?")
+      .run(desired, this.now().toISOString(), slug);
+  }
+
+  /** Next boot/restore generation (the guest re-applies its identity when it changes). */
+  bumpGeneration(slug: string): number {
+    const row = this.db
+      .prepare(
+        "UPDATE boxes SET generation = generation + 1, updated_at = ? WHERE slug = ? RETURNING generation",
+      )
+      .get(this.now().toISOString(), slug) as { generation: number } | undefined;
+    return row?.generation ?? 1;
+  }
+
+  remove(slug: string): boolean {
+    return this.db.prepare("DELETE FROM boxes WHERE slug = ?").run(slug).changes === 1;
+  }
+}

@@ -1,0 +1,84 @@
+import { chmodSync, mkdirSync } from "node:fs";
+import path from "node:path";
+import Database from "better-sqlite3";
+
+export type Db = Database.Database;
+
+/**
+ * Ordered migrations; `PRAGMA user_version` records how many ran. Append only: a shipped
+ * migration never changes, a new one goes at the end.
+ */
+const MIGRATIONS: string[] = [
+  `
+  CREATE TABLE jobs (
+    id          TEXT PRIMARY KEY,
+    action      TEXT NOT NULL,
+    box         TEXT,
+    payload     TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('queued', 'running', 'done')),
+    attempt     INTEGER NOT NULL DEFAULT 0,
+    cp_attempt  INTEGER NOT NULL DEFAULT 0,
+    last_seq    INTEGER NOT NULL DEFAULT 0,
+    local       INTEGER NOT NULL DEFAULT 0,
+    ok          INTEGER,
+    error       TEXT,
+    received_at TEXT NOT NULL,
+    finished_at TEXT
+  );
+  CREATE INDEX jobs_status ON jobs (status);
+  CREATE TABLE outbox (
+    job_id    TEXT NOT NULL REFERENCES jobs (id),
+    seq       INTEGER NOT NULL,
+    event     TEXT NOT NULL,
+    delivered INTEGER NOT NULL DEFAULT 0 CHECK (delivered IN (0, 1, 2)),
+    PRIMARY KEY (job_id, seq)
+  );
+  CREATE INDEX outbox_pending ON outbox (delivered, job_id, seq);
+  CREATE TABLE ip_allocations (
+    ip           TEXT PRIMARY KEY,
+    ip_num       INTEGER NOT NULL UNIQUE,
+    slug         TEXT NOT NULL UNIQUE,
+    allocated_at TEXT NOT NULL
+  );
+  CREATE TABLE boxes (
+    slug          TEXT PRIMARY KEY,
+    desired_state TEXT NOT NULL CHECK (desired_state IN ('running', 'stopped')),
+    spec          TEXT NOT NULL,
+    ip            TEXT NOT NULL,
+    mac           TEXT NOT NULL,
+    tap           TEXT,
+    generation    INTEGER NOT NULL DEFAULT 0,
+    updated_at    TEXT NOT NULL
+  );
+  `,
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+/** Opens (creating) the agent's one SQLite file in WAL mode and brings its schema up to date. */
+export function openStore(dataDir: string): Db {
+  mkdirSync(dataDir, { recursive: true });
+  const file = path.join(dataDir, "agent.sqlite");
+  const db = new Database(file);
+  // It holds per-box secrets (DB passwords, machine ids): owner-only.
+  chmodSync(file, 0o600);
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = FULL");
+  db.pragma("foreign_keys = ON");
+  db.pragma("busy_timeout = 5000");
+  migrate(db);
+  return db;
+}
+
+function migrate(db: Db): void {
+  const current = db.pragma("user_version", { simple: true }) as number;
+  if (current > MIGRATIONS.length) {
+    throw new Error(`agent store schema ${current} is newer than this agent (${MIGRATIONS.length})`);
+  }
+  for (let v = current; v < MIGRATIONS.length; v++) {
+    db.transaction(() => {
+      db.exec(MIGRATIONS[v]!);
+      db.pragma(`user_version = ${v + 1}`);
+    })();
+  }
+}

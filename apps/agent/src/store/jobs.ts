@@ -1,0 +1,219 @@
+import type { JobEvent } from "@doppio/contracts";
+import type { Db } from "./db.ts";
+
+export type LocalJobStatus = "queued" | "running" | "done";
+
+export interface StoredJob {
+  id: string;
+  action: string;
+  box: string | null;
+  payload: unknown;
+  status: LocalJobStatus;
+  attempt: number;
+  lastSeq: number;
+  local: boolean;
+  ok: boolean | null;
+  error: string | null;
+  receivedAt: string;
+  finishedAt: string | null;
+}
+
+/** An event before the store gives it its sequence number. */
+export type NewEvent = JobEvent extends infer E ? (E extends unknown ? Omit<E, "seq"> : never) : never;
+
+export interface OutboxRow {
+  jobId: string;
+  seq: number;
+  event: JobEvent;
+}
+
+interface JobRow {
+  id: string;
+  action: string;
+  box: string | null;
+  payload: string;
+  status: LocalJobStatus;
+  attempt: number;
+  last_seq: number;
+  local: number;
+  ok: number | null;
+  error: string | null;
+  received_at: string;
+  finished_at: string | null;
+}
+
+const toJob = (r: JobRow): StoredJob => ({
+  id: r.id,
+  action: r.action,
+  box: r.box,
+  payload: JSON.parse(r.payload) as unknown,
+  status: r.status,
+  attempt: r.attempt,
+  lastSeq: r.last_seq,
+  local: r.local === 1,
+  ok: r.ok === null ? null : r.ok === 1,
+  error: r.error,
+  receivedAt: r.received_at,
+  finishedAt: r.finished_at,
+});
+
+/**
+ * The durable work queue and its outbox. A job is written here before it runs; every event
+ * gets its per-job sequence number in the same transaction that stores it, so a crash can
+ * never deliver a sequence twice with different content or skip one.
+ */
+export class JobStore {
+  constructor(private readonly db: Db) {}
+
+  /** Idempotent on id: a job the control plane hands out again is not queued twice. */
+  insert(job: {
+    id: string;
+    action: string;
+    box: string | null;
+    payload: unknown;
+    cpAttempt?: number;
+    local?: boolean;
+    receivedAt: string;
+  }): boolean {
+    const res = this.db
+      .prepare(
+        `INSERT INTO jobs (id, action, box, payload, status, cp_attempt, local, received_at)
+         VALUES (?, ?, ?, ?, 'queued', ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+      )
+      .run(
+        job.id,
+        job.action,
+        job.box,
+        JSON.stringify(job.payload ?? null),
+        job.cpAttempt ?? 0,
+        job.local ? 1 : 0,
+        job.receivedAt,
+      );
+    return res.changes === 1;
+  }
+
+  get(id: string): StoredJob | null {
+    const row = this.db.prepare("SELECT * FROM jobs WHERE id = ?").get(id) as JobRow | undefined;
+    return row ? toJob(row) : null;
+  }
+
+  /** Jobs not yet finished, in the order they were received (rowid). */
+  unfinished(): StoredJob[] {
+    return (
+      this.db.prepare("SELECT * FROM jobs WHERE status != 'done' ORDER BY rowid").all() as JobRow[]
+    ).map(toJob);
+  }
+
+  /** Crash recovery: a job that was running when the agent died runs again from the start. */
+  requeueRunning(): number {
+    return this.db.prepare("UPDATE jobs SET status = 'queued' WHERE status = 'running'").run().changes;
+  }
+
+  markRunning(id: string): number {
+    const row = this.db
+      .prepare("UPDATE jobs SET status = 'running', attempt = attempt + 1 WHERE id = ? RETURNING attempt")
+      .get(id) as { attempt: number } | undefined;
+    return row?.attempt ?? 0;
+  }
+
+  /** Stores one event with the next sequence number; returns it. */
+  append(jobId: string, event: NewEvent): number {
+    return this.db.transaction(() => this.#append(jobId, event))();
+  }
+
+  /** The final event and the job's `done` status land in one transaction: a result is written once. */
+  finish(jobId: string, result: { ok: boolean; error?: string; data?: Record<string, unknown> }, at: string) {
+    return this.db.transaction(() => {
+      const job = this.db.prepare("SELECT status FROM jobs WHERE id = ?").get(jobId) as
+        | { status: LocalJobStatus }
+        | undefined;
+      if (!job || job.status === "done") return null;
+      const seq = this.#append(jobId, { type: "result", at, ...result });
+      this.db
+        .prepare("UPDATE jobs SET status = 'done', ok = ?, error = ?, finished_at = ? WHERE id = ?")
+        .run(result.ok ? 1 : 0, result.error ?? null, at, jobId);
+      return seq;
+    })();
+  }
+
+  #append(jobId: string, event: NewEvent): number {
+    const row = this.db
+      .prepare("UPDATE jobs SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq")
+      .get(jobId) as { last_seq: number } | undefined;
+    if (!row) throw new Error(`job ${jobId} is not in the store`);
+    const full = { seq: row.last_seq, ...event } as JobEvent;
+    this.db
+      .prepare("INSERT INTO outbox (job_id, seq, event) VALUES (?, ?, ?)")
+      .run(jobId, row.last_seq, JSON.stringify(full));
+    return row.last_seq;
+  }
+
+  /** Undelivered events of control-plane jobs, oldest first, at most `perJob` per job. */
+  pending(perJob: number): Map<string, OutboxRow[]> {
+    const rows = this.db
+      .prepare(
+        `SELECT o.job_id, o.seq, o.event FROM outbox o JOIN jobs j ON j.id = o.job_id
+         WHERE o.delivered = 0 AND j.local = 0 ORDER BY o.job_id, o.seq`,
+      )
+      .all() as Array<{ job_id: string; seq: number; event: string }>;
+    const out = new Map<string, OutboxRow[]>();
+    for (const r of rows) {
+      const list = out.get(r.job_id) ?? [];
+      if (list.length >= perJob) continue;
+      list.push({ jobId: r.job_id, seq: r.seq, event: JSON.parse(r.event) as JobEvent });
+      out.set(r.job_id, list);
+    }
+    return out;
+  }
+
+  markDelivered(jobId: string, upToSeq: number): number {
+    return this.db
+      .prepare("UPDATE outbox SET delivered = 1 WHERE job_id = ? AND seq <= ? AND delivered = 0")
+      .run(jobId, upToSeq).changes;
+  }
+
+  /** Events the control plane will never take (job unknown there, or closed): kept, not resent. */
+  markDead(jobId: string): number {
+    return this.db.prepare("UPDATE outbox SET delivered = 2 WHERE job_id = ? AND delivered = 0").run(jobId)
+      .changes;
+  }
+
+  backlog(): number {
+    const row = this.db
+      .prepare(
+        "SELECT count(*) AS n FROM outbox o JOIN jobs j ON j.id = o.job_id WHERE o.delivered = 0 AND j.local = 0",
+      )
+      .get() as { n: number };
+    return row.n;
+  }
+
+  events(jobId: string): Array<JobEvent & { delivered: number }> {
+    return (
+      this.db
+        .prepare("SELECT event, delivered FROM outbox WHERE job_id = ? ORDER BY seq")
+        .all(jobId) as Array<{
+        event: string;
+        delivered: number;
+      }>
+    ).map((r) => ({ ...(JSON.parse(r.event) as JobEvent), delivered: r.delivered }));
+  }
+
+  /** Ids of control-plane jobs held here (queued or running): the heartbeat extends their leases. */
+  heldIds(): string[] {
+    return (
+      this.db
+        .prepare("SELECT id FROM jobs WHERE status != 'done' AND local = 0 ORDER BY rowid")
+        .all() as Array<{
+        id: string;
+      }>
+    ).map((r) => r.id);
+  }
+
+  recent(limit: number, filter: { action?: string } = {}): StoredJob[] {
+    const sql = filter.action
+      ? "SELECT * FROM jobs WHERE action = ? ORDER BY rowid DESC LIMIT ?"
+      : "SELECT * FROM jobs ORDER BY rowid DESC LIMIT ?";
+    const args = filter.action ? [filter.action, limit] : [limit];
+    return (this.db.prepare(sql).all(...args) as JobRow[]).map(toJob);
+  }
+}

@@ -1,0 +1,276 @@
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import type { StepName, VmState } from "@doppio/contracts";
+import { sleep } from "../clock.ts";
+import type {
+  Executor,
+  GoldenInfo,
+  HostNetwork,
+  StepReporter,
+  TemplateSpec,
+  Upstream,
+  VmSpec,
+} from "./executor.ts";
+
+interface FakeVm {
+  state: Exclude<VmState, "gone">;
+  ip: string;
+  tap: string | null;
+  template: string;
+  generation: number;
+  /** Secrets the "guest" received, so tests can check every clone got fresh ones. */
+  machineId: string;
+}
+
+interface FakeHost {
+  vms: Record<string, FakeVm>;
+  golden: Record<string, GoldenInfo>;
+  taps: string[];
+}
+
+export interface FakeExecutorOptions {
+  /** Time each executor step takes (to put a job "in the middle" for crash tests). */
+  stepDelayMs?: number;
+  /** Persist the fake host in this JSON file, so a restarted agent process sees the same VMs. */
+  stateFile?: string;
+  golden?: Record<string, "missing" | "ready">;
+}
+
+/**
+ * A recording test double of the Executor + HostNetwork interfaces, faithful to their
+ * contracts: every action checks the current state first and is harmless to repeat; stop
+ * keeps disks; remove deletes everything; inspect/list report what exists. It exists
+ * because the real VMMs come from other modules; it is loadable by the agent only with
+ * DOPPIO_AGENT_ALLOW_FAKE=1 (see backends.ts).
+ */
+export class FakeExecutor implements Executor, HostNetwork {
+  readonly backend = "qemu" as const;
+  readonly calls: Array<{ method: string; slug?: string }> = [];
+  readonly #opts: FakeExecutorOptions;
+  #host: FakeHost;
+
+  constructor(opts: FakeExecutorOptions = {}) {
+    this.#opts = opts;
+    this.#host = this.#load();
+    for (const [name, status] of Object.entries(opts.golden ?? {})) {
+      this.#host.golden[name] ??= golden(name, status);
+    }
+    this.#save();
+  }
+
+  /** Simulates a VMM that died (crash, OOM kill): disks stay, the process is gone. */
+  kill(slug: string): void {
+    const vm = this.#host.vms[slug];
+    if (vm) vm.state = "exited";
+    this.#save();
+  }
+
+  vm(slug: string): Readonly<FakeVm> | undefined {
+    return this.#host.vms[slug];
+  }
+
+  /** Leaves a VM behind that no box owns (for reconcile tests). */
+  plantOrphan(slug: string, ip: string): void {
+    this.#host.vms[slug] = {
+      state: "running",
+      ip,
+      tap: null,
+      template: "minimal",
+      generation: 1,
+      machineId: "orphan",
+    };
+    this.#save();
+  }
+
+  plantTap(tap: string): void {
+    if (!this.#host.taps.includes(tap)) this.#host.taps.push(tap);
+    this.#save();
+  }
+
+  async createFromGolden(spec: VmSpec, report: StepReporter): Promise<Upstream> {
+    this.#record("createFromGolden", spec.slug);
+    const g = this.#host.golden[spec.template];
+    if (g?.status !== "ready") throw new Error(`no ready golden snapshot for ${spec.template}`);
+    return this.#bring(spec, report, [
+      "prepare_disks",
+      "setup_network",
+      "restore_vm",
+      "apply_identity",
+      "wait_ready",
+    ]);
+  }
+
+  async createColdBoot(spec: VmSpec, report: StepReporter): Promise<Upstream> {
+    this.#record("createColdBoot", spec.slug);
+    return this.#bring(spec, report, [
+      "prepare_disks",
+      "setup_network",
+      "boot_vm",
+      "apply_identity",
+      "wait_ready",
+    ]);
+  }
+
+  async start(spec: VmSpec, report: StepReporter): Promise<Upstream> {
+    this.#record("start", spec.slug);
+    if (!this.#host.vms[spec.slug]) throw new Error(`box ${spec.slug} has no disks on this host`);
+    return this.#bring(spec, report, ["setup_network", "boot_vm", "wait_ready"]);
+  }
+
+  async stop(slug: string, report: StepReporter): Promise<void> {
+    this.#record("stop", slug);
+    await this.#step(report, "stop_vm", () => {
+      const vm = this.#host.vms[slug];
+      if (vm) vm.state = "stopped";
+    });
+    await this.#step(report, "teardown_network", () => this.#dropTap(slug));
+  }
+
+  async remove(slug: string, report: StepReporter): Promise<void> {
+    this.#record("remove", slug);
+    await this.#step(report, "stop_vm", () => {
+      const vm = this.#host.vms[slug];
+      if (vm) vm.state = "stopped";
+    });
+    await this.#step(report, "teardown_network", () => this.#dropTap(slug));
+    await this.#step(report, "remove_disks", () => {
+      delete this.#host.vms[slug];
+    });
+  }
+
+  async reset(spec: VmSpec, report: StepReporter): Promise<Upstream> {
+    this.#record("reset", spec.slug);
+    await this.#step(report, "remove_disks", () => {
+      delete this.#host.vms[spec.slug];
+    });
+    return this.#bring(spec, report, [
+      "prepare_disks",
+      "setup_network",
+      "restore_vm",
+      "apply_identity",
+      "wait_ready",
+    ]);
+  }
+
+  async inspect(slug: string): Promise<VmState> {
+    return this.#host.vms[slug]?.state ?? "gone";
+  }
+
+  async list(): Promise<Array<{ slug: string; state: VmState }>> {
+    return Object.entries(this.#host.vms)
+      .map(([slug, vm]) => ({ slug, state: vm.state as VmState }))
+      .sort((a, b) => a.slug.localeCompare(b.slug));
+  }
+
+  async upstream(slug: string): Promise<Upstream | null> {
+    const vm = this.#host.vms[slug];
+    return vm?.state === "running" ? upstreamAt(vm.ip) : null;
+  }
+
+  async buildGolden(template: TemplateSpec, report: StepReporter): Promise<GoldenInfo> {
+    this.#record("buildGolden", template.name);
+    this.#host.golden[template.name] = {
+      ...golden(template.name, "missing"),
+      status: "building",
+      version: template.version,
+    };
+    for (const name of ["build_rootfs", "boot_vm", "wait_ready", "snapshot_vm"] as const) {
+      await this.#step(report, name, () => {});
+    }
+    const info: GoldenInfo = {
+      template: template.name,
+      version: template.version,
+      status: "ready",
+      builtAt: new Date().toISOString(),
+      error: null,
+    };
+    this.#host.golden[template.name] = info;
+    this.#save();
+    return info;
+  }
+
+  async goldenStatus(template: string): Promise<GoldenInfo> {
+    return this.#host.golden[template] ?? golden(template, "missing");
+  }
+
+  async close(): Promise<void> {}
+
+  // HostNetwork
+  async ensureBridge(): Promise<void> {}
+  async createTap(tap: string): Promise<void> {
+    if (!this.#host.taps.includes(tap)) this.#host.taps.push(tap);
+    this.#save();
+  }
+  async removeTap(tap: string): Promise<void> {
+    this.#record("removeTap", tap);
+    this.#host.taps = this.#host.taps.filter((t) => t !== tap);
+    this.#save();
+  }
+  async listTaps(): Promise<string[]> {
+    return [...this.#host.taps];
+  }
+
+  async #bring(spec: VmSpec, report: StepReporter, steps: readonly StepName[]): Promise<Upstream> {
+    const existing = this.#host.vms[spec.slug];
+    if (existing?.state === "running") return upstreamAt(existing.ip);
+    for (const name of steps) {
+      await this.#step(report, name, async () => {
+        if (name === "setup_network" && spec.net.tap) await this.createTap(spec.net.tap);
+      });
+    }
+    this.#host.vms[spec.slug] = {
+      state: "running",
+      ip: spec.net.ip,
+      tap: spec.net.tap,
+      template: spec.template,
+      generation: spec.metadata.generation,
+      machineId: spec.metadata.secrets.machine_id,
+    };
+    this.#save();
+    return upstreamAt(spec.net.ip);
+  }
+
+  async #step(report: StepReporter, name: StepName, fn: () => void | Promise<void>): Promise<void> {
+    await report.step(name, async () => {
+      if (this.#opts.stepDelayMs) await sleep(this.#opts.stepDelayMs);
+      await fn();
+      this.#save();
+    });
+  }
+
+  #dropTap(slug: string): void {
+    const tap = this.#host.vms[slug]?.tap;
+    if (tap) this.#host.taps = this.#host.taps.filter((t) => t !== tap);
+  }
+
+  #record(method: string, slug?: string): void {
+    this.calls.push(slug === undefined ? { method } : { method, slug });
+  }
+
+  #load(): FakeHost {
+    const file = this.#opts.stateFile;
+    if (file && existsSync(file)) return JSON.parse(readFileSync(file, "utf8")) as FakeHost;
+    return { vms: {}, golden: {}, taps: [] };
+  }
+
+  #save(): void {
+    const file = this.#opts.stateFile;
+    if (!file) return;
+    writeFileSync(`${file}.tmp`, JSON.stringify(this.#host));
+    renameSync(`${file}.tmp`, file);
+  }
+}
+
+const upstreamAt =
+  (ip: string): Upstream =>
+  (port) =>
+    `${ip}:${port}`;
+
+function golden(template: string, status: "missing" | "ready"): GoldenInfo {
+  return {
+    template,
+    version: "1",
+    status,
+    builtAt: status === "ready" ? new Date(0).toISOString() : null,
+    error: null,
+  };
+}

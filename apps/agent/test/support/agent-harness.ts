@@ -1,0 +1,161 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { pino } from "pino";
+import { signedInClient, type TestClient } from "../../../api/test/support/client.ts";
+import { startControlPlane, type TestControlPlane } from "../../../api/test/support/control-plane.ts";
+import { type Agent, createAgent } from "../../src/agent.ts";
+import { systemClock } from "../../src/clock.ts";
+import { type AgentConfig, parseConfig } from "../../src/config.ts";
+import { type ControlPlane, HttpControlPlane } from "../../src/control-plane.ts";
+import { MemoryRouteTable } from "../../src/edge/routes.ts";
+import { FakeExecutor, type FakeExecutorOptions } from "../../src/vmm/fake.ts";
+
+export const API_TOKEN = "test-agent-api-token-0123456789";
+
+export interface TestCp {
+  env: TestControlPlane;
+  url: string;
+  admin: TestClient;
+  serverName: string;
+  agentToken: string;
+  close(): Promise<void>;
+}
+
+/** A real control plane (in-process, PGlite) with an admin and one registered server. */
+export async function startCp(serverName = "host-1"): Promise<TestCp> {
+  const env = await startControlPlane();
+  const admin = await signedInClient(env.url, "admin");
+  const res = await admin.post("/api/v1/servers", {
+    name: serverName,
+    domain: `${serverName}.example.test`,
+    backend: "qemu",
+    capacity: { vcpu: 64, memoryMb: 262144, diskGb: 2000 },
+  });
+  if (res.status !== 201) throw new Error(`register failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return { env, url: env.url, admin, serverName, agentToken: res.body.agentToken, close: () => env.close() };
+}
+
+export function testConfig(raw: Record<string, unknown>): AgentConfig {
+  return parseConfig({
+    serverToken: "unset-token",
+    domain: "host-1.example.test",
+    apiToken: API_TOKEN,
+    listen: "127.0.0.1:0",
+    heartbeatIntervalMs: 500,
+    reconcileIntervalMs: 600_000,
+    claimWaitMs: 2_000,
+    concurrency: 4,
+    ...raw,
+  });
+}
+
+export interface TestAgent {
+  agent: Agent;
+  fake: FakeExecutor;
+  routes: MemoryRouteTable;
+  dataDir: string;
+  apiUrl: string | null;
+  close(): Promise<void>;
+}
+
+/** The real agent core in this process, with the recording fake executor. */
+export async function startAgent(opts: {
+  cpUrl: string;
+  token: string;
+  config?: Record<string, unknown>;
+  fake?: FakeExecutorOptions;
+  wrapCp?: (cp: ControlPlane) => ControlPlane;
+  listen?: boolean;
+}): Promise<TestAgent> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), "doppio-agent-"));
+  const config = testConfig({
+    controlPlaneUrl: opts.cpUrl,
+    serverToken: opts.token,
+    dataDir,
+    ...opts.config,
+  });
+  const fake = new FakeExecutor({ golden: { minimal: "ready" }, ...opts.fake });
+  const routes = new MemoryRouteTable();
+  const http = new HttpControlPlane(config.controlPlaneUrl, config.serverToken, 5_000);
+  const agent = await createAgent({
+    config,
+    executor: fake,
+    network: fake,
+    cp: opts.wrapCp ? opts.wrapCp(http) : http,
+    routes,
+    clock: systemClock,
+    log: pino({ level: process.env.DOPPIO_TEST_LOG ?? "silent" }),
+  });
+  const apiUrl = await agent.start({ listen: opts.listen ?? false });
+  return {
+    agent,
+    fake,
+    routes,
+    dataDir,
+    apiUrl,
+    async close() {
+      await agent.runner.idle();
+      await agent.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | null | undefined | false> | T | null | undefined | false,
+  timeoutMs = 20_000,
+  everyMs = 100,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** Waits until the control plane has had a heartbeat from the server (placement needs it). */
+export async function waitForHeartbeat(cp: TestCp): Promise<void> {
+  await waitFor("a heartbeat", async () => {
+    const s = await cp.admin.get(`/api/v1/servers/${cp.serverName}`);
+    return s.body.lastHeartbeatAt !== null;
+  });
+}
+
+export async function waitForBox(cp: TestCp, slug: string, status: string, timeoutMs = 20_000) {
+  return waitFor(
+    `box ${slug} to be ${status}`,
+    async () => {
+      const r = await cp.admin.get(`/api/v1/boxes/${slug}`);
+      return r.body?.status === status ? r.body : null;
+    },
+    timeoutMs,
+  );
+}
+
+export async function boxJobs(cp: TestCp, slug: string): Promise<any[]> {
+  const r = await cp.admin.get(`/api/v1/boxes/${slug}/jobs`);
+  if (r.status !== 200) throw new Error(`jobs of ${slug}: ${r.status}`);
+  return r.body.jobs;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
