@@ -1,8 +1,8 @@
 import type { Logger } from "pino";
-import { ipToNum, numToIp } from "../cidr.ts";
 import type { HostNetwork } from "../vmm/executor.ts";
 import { CommandError, inNetns, run } from "./command.ts";
 import { NetworkError } from "./errors.ts";
+import { ipToNum, numToIp } from "./ipv4.ts";
 import { isValidIfName, TAP_PREFIX } from "./naming.ts";
 
 export interface LinuxHostNetworkConfig {

@@ -1,4 +1,4 @@
-import { ipToNum } from "../cidr.ts";
+import { ipToNum } from "./ipv4.ts";
 
 /** Every TAP this agent creates starts with this; reconcile lists TAPs by it. */
 export const TAP_PREFIX = "dbx";

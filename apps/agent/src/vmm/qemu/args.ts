@@ -1,4 +1,4 @@
-import { ipToNum, numToIp } from "../../cidr.ts";
+import { ipToNum, numToIp } from "../../net/ipv4.ts";
 
 export type Accel = "kvm" | "tcg";
 

@@ -1,5 +1,4 @@
-import { access, mkdir, readdir, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
+import { access, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { VmState } from "@doppio/contracts";
 import type { Logger } from "pino";
@@ -13,17 +12,14 @@ import type {
   VmSpec,
 } from "../executor.ts";
 import { detectAccel, hostTscKhz } from "./accel.ts";
-import { type Accel, type NetAttachment, qemuArgs } from "./args.ts";
+import type { Accel } from "./args.ts";
 import type { QemuContext } from "./context.ts";
-import { createOverlay, createVolume } from "./disks.ts";
 import { QemuError } from "./errors.ts";
 import { buildGoldenSnapshot, currentGolden } from "./golden.ts";
-import { type BoxPaths, boxesDir, boxPaths, imagePaths } from "./layout.ts";
-import { writeMetadataFile } from "./metadata.ts";
-import { isVmProcess, killVm, launchQemu, readPid } from "./process.ts";
-import type { QmpClient } from "./qmp.ts";
-import { fileSize, waitReady } from "./ready.ts";
-import { type BoxRecord, type GoldenManifest, readJson, writeJson } from "./records.ts";
+import { type LaunchDeps, launchBox, type Origin, upstreamOf } from "./launch.ts";
+import { type BoxPaths, boxesDir, boxPaths } from "./layout.ts";
+import { isVmProcess, killVm, readPid } from "./process.ts";
+import { type BoxRecord, readJson } from "./records.ts";
 
 export interface QemuExecutorConfig {
   /** Per-box artifacts (`boxes/<slug>/`) and golden builds (`golden/<template>/`). */
@@ -45,11 +41,6 @@ export interface QemuExecutorConfig {
   log: Logger;
   now?: () => Date;
 }
-
-type Origin =
-  | { kind: "golden"; golden: GoldenManifest }
-  | { kind: "image" }
-  | { kind: "existing"; record: BoxRecord };
 
 /**
  * Executor on QEMU microvm. State lives on the host only: a box is running when its QEMU
@@ -228,7 +219,7 @@ export class QemuExecutor implements Executor {
       origin = { kind: "golden", golden };
     }
     try {
-      return await this.#launch(spec, paths, origin, report);
+      return await launchBox(this.#launchDeps(), spec, paths, origin, report);
     } catch (err) {
       await this.#kill(paths).catch(() => undefined);
       await this.#removeTap(await readJson<BoxRecord>(paths.record)).catch(() => undefined);
@@ -246,7 +237,7 @@ export class QemuExecutor implements Executor {
     if (state === "running") return upstreamOf(record);
     await rm(paths.stopped, { force: true });
     try {
-      return await this.#launch(spec, paths, { kind: "existing", record }, report);
+      return await launchBox(this.#launchDeps(), spec, paths, { kind: "existing", record }, report);
     } catch (err) {
       await this.#kill(paths).catch(() => undefined);
       await this.#removeTap(record).catch(() => undefined);
@@ -255,144 +246,6 @@ export class QemuExecutor implements Executor {
   }
 
   /** Disks (for new boxes), network, QEMU (boot or restore), then the guest's READY. */
-  async #launch(spec: VmSpec, paths: BoxPaths, origin: Origin, report: StepReporter): Promise<Upstream> {
-    const generation = spec.metadata.generation;
-    if (!Number.isInteger(generation) || generation < 1) {
-      throw new QemuError("invalid_spec", "metadata.generation must be 1 or more (0 is the golden build)");
-    }
-    const started = Date.now();
-    let record: BoxRecord;
-    if (origin.kind === "existing") {
-      record = {
-        ...origin.record,
-        ip: spec.net.ip,
-        prefix: spec.net.prefix,
-        gateway: spec.net.gateway,
-        mac: spec.net.mac,
-        tap: spec.net.tap,
-      };
-    } else {
-      const base = origin.kind === "golden" ? origin.golden : await this.#imageBase(spec.template, spec);
-      record = {
-        slug: spec.slug,
-        template: spec.template,
-        goldenDir: origin.kind === "golden" ? origin.golden.dir : null,
-        kernel: base.kernel,
-        initrd: base.initrd,
-        accel: base.accel,
-        tscKhz: base.tscKhz,
-        ip: spec.net.ip,
-        prefix: spec.net.prefix,
-        gateway: spec.net.gateway,
-        mac: spec.net.mac,
-        tap: spec.net.tap,
-        forwards: {},
-        created: false,
-      };
-      await report.step("prepare_disks", async () => {
-        await mkdir(paths.dir, { recursive: true });
-        await createOverlay(base.disk, paths.overlay);
-        await createVolume(paths.volume, spec.diskGb);
-      });
-    }
-    const net = await report.step("setup_network", async () => {
-      if (spec.net.tap) {
-        if (!this.#network)
-          throw new QemuError("invalid_spec", "box asks for a TAP but the agent has no host network");
-        await this.#network.createTap(spec.net.tap);
-        record.forwards = {};
-        return { kind: "tap", tap: spec.net.tap, mac: spec.net.mac } satisfies NetAttachment;
-      }
-      const forwards = await Promise.all(
-        this.#userPorts.map(async (guestPort) => ({ guestPort, hostPort: await freePort() })),
-      );
-      record.forwards = Object.fromEntries(forwards.map((f) => [String(f.guestPort), f.hostPort]));
-      return {
-        kind: "user",
-        mac: spec.net.mac,
-        ip: spec.net.ip,
-        prefix: spec.net.prefix,
-        gateway: spec.net.gateway,
-        forwards,
-      } satisfies NetAttachment;
-    });
-    await writeJson(paths.record, record);
-    await writeMetadataFile(paths.meta, spec.metadata);
-    const restore = origin.kind === "golden" ? origin.golden : null;
-    const serialFrom = await fileSize(paths.serial);
-    const args = qemuArgs({
-      accel: record.accel,
-      tscKhz: record.tscKhz,
-      // A migration stream only loads into a machine with the golden VM's memory size.
-      memoryMb: restore ? restore.memoryMb : spec.memoryMb,
-      vcpu: restore ? restore.vcpu : spec.vcpu,
-      kernel: record.kernel,
-      initrd: record.initrd,
-      rootDisk: paths.overlay,
-      dataDisk: { path: paths.volume, format: "raw" },
-      net,
-      metaFile: paths.meta,
-      serialLog: paths.serial,
-      qmpSocket: paths.qmp,
-      pidFile: paths.pid,
-      ...(restore ? { incomingFile: restore.vmstate } : {}),
-    });
-    const { pid, qmp } = await report.step(restore ? "restore_vm" : "boot_vm", async () => {
-      const launched = await launchQemu({
-        qemuBinary: this.#ctx.qemuBinary,
-        netns: this.#ctx.netns,
-        args,
-        logFile: paths.qemuLog,
-        pidFile: paths.pid,
-        qmpSocket: paths.qmp,
-      });
-      try {
-        if (restore) await resumeAfterIncoming(launched.qmp);
-      } catch (err) {
-        launched.qmp.close();
-        throw err;
-      }
-      return launched;
-    });
-    qmp.close();
-    await report.step("wait_ready", () =>
-      waitReady(paths.serial, serialFrom, generation, this.#ctx.readyTimeoutMs, () =>
-        isVmProcess(pid, paths.dir),
-      ),
-    );
-    record.created = true;
-    await writeJson(paths.record, record);
-    this.#ctx.log.info(
-      { slug: spec.slug, ms: Date.now() - started, mode: restore ? "restore" : "boot", accel: record.accel },
-      "box ready",
-    );
-    return upstreamOf(record);
-  }
-
-  async #imageBase(template: string, spec: VmSpec) {
-    const version = await this.#imageVersion(template, spec);
-    const img = imagePaths(this.#ctx.imagesDir, template, version);
-    await access(img.rootfs).catch((err) => {
-      throw new QemuError("image_missing", `no image for template ${template} at ${img.dir}`, err);
-    });
-    const { accel, tscKhz } = await this.#ctx.resolveAccel(img.kernel, img.initrd);
-    return { kernel: img.kernel, initrd: img.initrd, disk: img.rootfs, accel, tscKhz };
-  }
-
-  /** Cold boots use the golden's image version when there is one, else the newest image. */
-  async #imageVersion(template: string, _spec: VmSpec): Promise<string> {
-    const golden = await currentGolden(this.#ctx, template);
-    if (golden) return golden.version;
-    const dir = join(this.#ctx.imagesDir, template);
-    const versions = (await readdir(dir, { withFileTypes: true }).catch(() => []))
-      .filter((e) => e.isDirectory() && !e.name.startsWith("."))
-      .map((e) => e.name)
-      .sort();
-    const newest = versions.at(-1);
-    if (!newest) throw new QemuError("image_missing", `no image built for template ${template} in ${dir}`);
-    return newest;
-  }
-
   async #state(paths: BoxPaths): Promise<VmState> {
     const pid = await readPid(paths.pid);
     if (pid !== null && (await isVmProcess(pid, paths.dir))) return "running";
@@ -412,6 +265,10 @@ export class QemuExecutor implements Executor {
     if (record?.tap && this.#network) await this.#network.removeTap(record.tap);
   }
 
+  #launchDeps(): LaunchDeps {
+    return { ctx: this.#ctx, network: this.#network, userPorts: this.#userPorts };
+  }
+
   /** Serialises actions per box (and per golden template) inside this agent. */
   async #locked<T>(key: string, fn: () => Promise<T>): Promise<T> {
     const prev = this.#locks.get(key) ?? Promise.resolve();
@@ -426,49 +283,9 @@ export class QemuExecutor implements Executor {
   }
 }
 
-/** After `-incoming` with `-S`: wait for the stream to load, then resume the guest. */
-async function resumeAfterIncoming(qmp: QmpClient): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const s = await qmp.execute<{ status: string }>("query-status");
-    if (s.status !== "inmigrate") {
-      if (s.status !== "paused" && s.status !== "prelaunch") {
-        throw new QemuError("migration_failed", `after restore the VM is ${s.status}`);
-      }
-      break;
-    }
-    if (Date.now() > deadline) throw new QemuError("timeout", "restore did not finish loading");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  await qmp.execute("cont");
-}
-
-function upstreamOf(record: BoxRecord): Upstream {
-  if (record.tap) return (port) => `${record.ip}:${port}`;
-  return (port) => {
-    const host = record.forwards[String(port)];
-    return host ? `127.0.0.1:${host}` : null;
-  };
-}
-
 async function exists(path: string): Promise<boolean> {
   return access(path).then(
     () => true,
     () => false,
   );
 }
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      srv.close(() =>
-        typeof addr === "object" && addr ? resolve(addr.port) : reject(new Error("no free port")),
-      );
-    });
-  });
-}
-
-export type { Logger };

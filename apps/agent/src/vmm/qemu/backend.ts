@@ -1,0 +1,41 @@
+import { join } from "node:path";
+import type { Logger } from "pino";
+import type { Backend } from "../../backends.ts";
+import type { AgentConfig } from "../../config.ts";
+import { LinuxHostNetwork } from "../../net/host-network.ts";
+import { ipToNum, numToIp } from "../../net/ipv4.ts";
+import { QemuExecutor } from "./executor.ts";
+
+/**
+ * Wiring for `backend: qemu` (loaded lazily by backends.ts). Images live in
+ * `<dataDir>/images/<template>/<version>/` (scripts/build-image.sh), boxes and golden
+ * builds in `<dataDir>/qemu/`. `networkMode: user` runs without a bridge or root.
+ * `netns` keeps the bridge and QEMU inside a network namespace (local stack on shared hosts).
+ */
+export async function createBackend(
+  config: AgentConfig,
+  log: Logger,
+  opts: { netns?: string | null } = {},
+): Promise<Backend> {
+  const netns = opts.netns ?? (config as { netns?: string }).netns ?? null;
+  const [addr, bits] = config.bridge.cidr.split("/") as [string, string];
+  const prefix = Number(bits);
+  const size = 2 ** (32 - prefix);
+  const network = Math.floor(ipToNum(addr) / size) * size;
+  const gateway = numToIp(network + 1);
+  const hostNet =
+    config.networkMode === "tap"
+      ? new LinuxHostNetwork({ bridge: config.bridge.name, cidr: config.bridge.cidr, netns, log })
+      : null;
+  const executor = new QemuExecutor({
+    dataDir: join(config.dataDir, "qemu"),
+    imagesDir: join(config.dataDir, "images"),
+    network: hostNet,
+    netns,
+    // The last usable address of the pool is reserved for golden builds (spec page 03 §4a).
+    goldenNet: { ip: numToIp(network + size - 2), prefix, gateway },
+    accel: "auto",
+    log,
+  });
+  return { executor, network: hostNet };
+}

@@ -1,0 +1,212 @@
+import { access, mkdir, readdir } from "node:fs/promises";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import type { HostNetwork, StepReporter, Upstream, VmSpec } from "../executor.ts";
+import type { NetAttachment } from "./args.ts";
+import { qemuArgs } from "./args.ts";
+import type { QemuContext } from "./context.ts";
+import { createOverlay, createVolume } from "./disks.ts";
+import { QemuError } from "./errors.ts";
+import { currentGolden } from "./golden.ts";
+import { type BoxPaths, imagePaths } from "./layout.ts";
+import { writeMetadataFile } from "./metadata.ts";
+import { isVmProcess, launchQemu } from "./process.ts";
+import type { QmpClient } from "./qmp.ts";
+import { fileSize, waitReady } from "./ready.ts";
+import { type BoxRecord, type GoldenManifest, writeJson } from "./records.ts";
+
+/** Where a box's disks come from: a golden snapshot, the template image, or its own. */
+export type Origin =
+  | { kind: "golden"; golden: GoldenManifest }
+  | { kind: "image" }
+  | { kind: "existing"; record: BoxRecord };
+
+export interface LaunchDeps {
+  ctx: QemuContext;
+  network: HostNetwork | null;
+  /** Guest ports forwarded to loopback in user-mode networking. */
+  userPorts: number[];
+}
+
+/** Disks (for new boxes), network, QEMU (boot or restore), then the guest's READY. */
+export async function launchBox(
+  deps: LaunchDeps,
+  spec: VmSpec,
+  paths: BoxPaths,
+  origin: Origin,
+  report: StepReporter,
+): Promise<Upstream> {
+  const generation = spec.metadata.generation;
+  if (!Number.isInteger(generation) || generation < 1) {
+    throw new QemuError("invalid_spec", "metadata.generation must be 1 or more (0 is the golden build)");
+  }
+  const started = Date.now();
+  let record: BoxRecord;
+  if (origin.kind === "existing") {
+    record = {
+      ...origin.record,
+      ip: spec.net.ip,
+      prefix: spec.net.prefix,
+      gateway: spec.net.gateway,
+      mac: spec.net.mac,
+      tap: spec.net.tap,
+    };
+  } else {
+    const base = origin.kind === "golden" ? origin.golden : await imageBase(deps.ctx, spec.template);
+    record = {
+      slug: spec.slug,
+      template: spec.template,
+      goldenDir: origin.kind === "golden" ? origin.golden.dir : null,
+      kernel: base.kernel,
+      initrd: base.initrd,
+      accel: base.accel,
+      tscKhz: base.tscKhz,
+      ip: spec.net.ip,
+      prefix: spec.net.prefix,
+      gateway: spec.net.gateway,
+      mac: spec.net.mac,
+      tap: spec.net.tap,
+      forwards: {},
+      created: false,
+    };
+    await report.step("prepare_disks", async () => {
+      await mkdir(paths.dir, { recursive: true });
+      await createOverlay(base.disk, paths.overlay);
+      await createVolume(paths.volume, spec.diskGb);
+    });
+  }
+  const net = await report.step("setup_network", async () => {
+    if (spec.net.tap) {
+      if (!deps.network)
+        throw new QemuError("invalid_spec", "box asks for a TAP but the agent has no host network");
+      await deps.network.createTap(spec.net.tap);
+      record.forwards = {};
+      return { kind: "tap", tap: spec.net.tap, mac: spec.net.mac } satisfies NetAttachment;
+    }
+    const forwards = await Promise.all(
+      deps.userPorts.map(async (guestPort) => ({ guestPort, hostPort: await freePort() })),
+    );
+    record.forwards = Object.fromEntries(forwards.map((f) => [String(f.guestPort), f.hostPort]));
+    return {
+      kind: "user",
+      mac: spec.net.mac,
+      ip: spec.net.ip,
+      prefix: spec.net.prefix,
+      gateway: spec.net.gateway,
+      forwards,
+    } satisfies NetAttachment;
+  });
+  await writeJson(paths.record, record);
+  await writeMetadataFile(paths.meta, spec.metadata);
+  const restore = origin.kind === "golden" ? origin.golden : null;
+  const serialFrom = await fileSize(paths.serial);
+  const args = qemuArgs({
+    accel: record.accel,
+    tscKhz: record.tscKhz,
+    // A migration stream only loads into a machine with the golden VM's memory size.
+    memoryMb: restore ? restore.memoryMb : spec.memoryMb,
+    vcpu: restore ? restore.vcpu : spec.vcpu,
+    kernel: record.kernel,
+    initrd: record.initrd,
+    rootDisk: paths.overlay,
+    dataDisk: { path: paths.volume, format: "raw" },
+    net,
+    metaFile: paths.meta,
+    serialLog: paths.serial,
+    qmpSocket: paths.qmp,
+    pidFile: paths.pid,
+    ...(restore ? { incomingFile: restore.vmstate } : {}),
+  });
+  const { pid, qmp } = await report.step(restore ? "restore_vm" : "boot_vm", async () => {
+    const launched = await launchQemu({
+      qemuBinary: deps.ctx.qemuBinary,
+      netns: deps.ctx.netns,
+      args,
+      logFile: paths.qemuLog,
+      pidFile: paths.pid,
+      qmpSocket: paths.qmp,
+    });
+    try {
+      if (restore) await resumeAfterIncoming(launched.qmp);
+    } catch (err) {
+      launched.qmp.close();
+      throw err;
+    }
+    return launched;
+  });
+  qmp.close();
+  await report.step("wait_ready", () =>
+    waitReady(paths.serial, serialFrom, generation, deps.ctx.readyTimeoutMs, () =>
+      isVmProcess(pid, paths.dir),
+    ),
+  );
+  record.created = true;
+  await writeJson(paths.record, record);
+  deps.ctx.log.info(
+    { slug: spec.slug, ms: Date.now() - started, mode: restore ? "restore" : "boot", accel: record.accel },
+    "box ready",
+  );
+  return upstreamOf(record);
+}
+
+async function imageBase(ctx: QemuContext, template: string) {
+  const version = await imageVersion(ctx, template);
+  const img = imagePaths(ctx.imagesDir, template, version);
+  await access(img.rootfs).catch((err) => {
+    throw new QemuError("image_missing", `no image for template ${template} at ${img.dir}`, err);
+  });
+  const { accel, tscKhz } = await ctx.resolveAccel(img.kernel, img.initrd);
+  return { kernel: img.kernel, initrd: img.initrd, disk: img.rootfs, accel, tscKhz };
+}
+
+/** Cold boots use the golden's image version when there is one, else the newest image. */
+async function imageVersion(ctx: QemuContext, template: string): Promise<string> {
+  const golden = await currentGolden(ctx, template);
+  if (golden) return golden.version;
+  const dir = join(ctx.imagesDir, template);
+  const versions = (await readdir(dir, { withFileTypes: true }).catch(() => []))
+    .filter((e) => e.isDirectory() && !e.name.startsWith("."))
+    .map((e) => e.name)
+    .sort();
+  const newest = versions.at(-1);
+  if (!newest) throw new QemuError("image_missing", `no image built for template ${template} in ${dir}`);
+  return newest;
+}
+
+/** After `-incoming` with `-S`: wait for the stream to load, then resume the guest. */
+async function resumeAfterIncoming(qmp: QmpClient): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const s = await qmp.execute<{ status: string }>("query-status");
+    if (s.status !== "inmigrate") {
+      if (s.status !== "paused" && s.status !== "prelaunch") {
+        throw new QemuError("migration_failed", `after restore the VM is ${s.status}`);
+      }
+      break;
+    }
+    if (Date.now() > deadline) throw new QemuError("timeout", "restore did not finish loading");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  await qmp.execute("cont");
+}
+
+export function upstreamOf(record: BoxRecord): Upstream {
+  if (record.tap) return (port) => `${record.ip}:${port}`;
+  return (port) => {
+    const host = record.forwards[String(port)];
+    return host ? `127.0.0.1:${host}` : null;
+  };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      srv.close(() =>
+        typeof addr === "object" && addr ? resolve(addr.port) : reject(new Error("no free port")),
+      );
+    });
+  });
+}
