@@ -21,20 +21,39 @@ export class Bus {
     this.emitter.emit(`server:${serverId}`);
   }
 
-  /** Resolves when a job is enqueued for the server, after `ms`, or when `signal` aborts. */
-  waitForJob(serverId: string, ms: number, signal: AbortSignal): Promise<void> {
-    return new Promise((resolve) => {
-      const topic = `server:${serverId}`;
-      const done = () => {
-        clearTimeout(timer);
-        this.emitter.off(topic, done);
-        signal.removeEventListener("abort", done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.emitter.on(topic, done);
-      signal.addEventListener("abort", done, { once: true });
-    });
+  /**
+   * Subscribes to the server's enqueue notifications BEFORE the caller looks for work, so
+   * a job enqueued between "found nothing" and "start waiting" still wakes the waiter.
+   */
+  watchJobs(serverId: string): { wait(ms: number, signal: AbortSignal): Promise<void>; close(): void } {
+    const topic = `server:${serverId}`;
+    let pending = false;
+    let wake: (() => void) | null = null;
+    const onJob = () => {
+      pending = true;
+      wake?.();
+    };
+    this.emitter.on(topic, onJob);
+    return {
+      wait: (ms, signal) =>
+        new Promise<void>((resolve) => {
+          if (pending || signal.aborted) {
+            pending = false;
+            return resolve();
+          }
+          const done = () => {
+            clearTimeout(timer);
+            signal.removeEventListener("abort", done);
+            wake = null;
+            pending = false;
+            resolve();
+          };
+          const timer = setTimeout(done, ms);
+          wake = done;
+          signal.addEventListener("abort", done, { once: true });
+        }),
+      close: () => this.emitter.off(topic, onJob),
+    };
   }
 
   publish(teamId: string, event: RealtimeEvent): void {

@@ -89,6 +89,17 @@ async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
   });
 }
 
+/**
+ * Wakes the server's claim long-poll first, then tells the team's realtime stream, so
+ * the dashboard's read never sits in front of the agent's claim.
+ */
+function announce(ctx: Ctx, serverId: string, boxId: string): void {
+  ctx.bus.jobEnqueued(serverId);
+  setImmediate(() => {
+    publishBox(ctx, boxId).catch((err) => ctx.log.error({ err, box: boxId }, "realtime publish failed"));
+  });
+}
+
 export async function createBox(
   ctx: Ctx,
   p: Principal,
@@ -148,8 +159,7 @@ export async function createBox(
         });
         return { box: box!, job };
       });
-      ctx.bus.jobEnqueued(created.job.serverId);
-      await publishBox(ctx, created.box.id);
+      announce(ctx, created.job.serverId, created.box.id);
       return created;
     } catch (err) {
       if (!isUniqueViolation(err)) throw err;
@@ -217,8 +227,7 @@ export async function performAction(
       });
       return { box: updated, job, deduplicated: false };
     });
-    ctx.bus.jobEnqueued(result.job.serverId);
-    await publishBox(ctx, box.id);
+    announce(ctx, result.job.serverId, box.id);
     return result;
   } catch (err) {
     if (isUniqueViolation(err)) throw new AppError("conflict", `box "${slug}" already has a job in progress`);

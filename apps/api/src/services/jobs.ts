@@ -6,7 +6,7 @@ import {
   type JobEvent,
   SETTLED_STATUS,
 } from "@doppio/contracts";
-import { and, asc, desc, eq, inArray, lt } from "drizzle-orm";
+import { and, asc, desc, eq, inArray, lt, sql } from "drizzle-orm";
 import { newId } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
@@ -55,40 +55,31 @@ export async function insertJob(
   return row!;
 }
 
-/** Hands up to `max` pending jobs of the server to its agent under a delivery lease. */
+/** Hands up to `max` pending jobs of the server to its agent under a delivery lease (one statement). */
 export async function claimJobs(ctx: Ctx, serverId: string, max: number): Promise<ClaimedJob[]> {
-  const now = ctx.clock.now();
-  const leaseExpiresAt = new Date(now.getTime() + ctx.config.deliveryLeaseMs);
-  const rows = await ctx.db.transaction(async (tx) => {
-    const ids = await tx
-      .select({ id: agentJobs.id, attempts: agentJobs.attempts })
-      .from(agentJobs)
-      .where(and(eq(agentJobs.serverId, serverId), eq(agentJobs.status, "pending")))
-      .orderBy(asc(agentJobs.seqNo))
-      .limit(max)
-      .for("update", { skipLocked: true });
-    if (ids.length === 0) return [];
-    const claimed: JobRow[] = [];
-    for (const { id, attempts } of ids) {
-      const [row] = await tx
-        .update(agentJobs)
-        .set({ status: "delivered", leaseExpiresAt, attempts: attempts + 1 })
-        .where(eq(agentJobs.id, id))
-        .returning();
-      claimed.push(row!);
-    }
-    return claimed;
-  });
-  if (rows.length === 0) return [];
-  const slugs = await boxSlugs(ctx.db, rows);
-  return rows.map((r) => ({
-    id: r.id,
-    action: r.action,
-    box: r.boxId ? (slugs.get(r.boxId) ?? null) : null,
-    payload: r.payload,
-    attempt: r.attempts,
-    leaseExpiresAt: leaseExpiresAt.toISOString(),
-  }));
+  const leaseExpiresAt = new Date(ctx.clock.now().getTime() + ctx.config.deliveryLeaseMs);
+  const next = ctx.db
+    .select({ id: agentJobs.id })
+    .from(agentJobs)
+    .where(and(eq(agentJobs.serverId, serverId), eq(agentJobs.status, "pending")))
+    .orderBy(asc(agentJobs.seqNo))
+    .limit(max)
+    .for("update", { skipLocked: true });
+  const rows = await ctx.db
+    .update(agentJobs)
+    .set({ status: "delivered", leaseExpiresAt, attempts: sql`${agentJobs.attempts} + 1` })
+    .where(inArray(agentJobs.id, next))
+    .returning();
+  return rows
+    .sort((a, b) => a.seqNo - b.seqNo)
+    .map((r) => ({
+      id: r.id,
+      action: r.action,
+      box: r.boxId ? String(r.payload.slug) : null,
+      payload: r.payload,
+      attempt: r.attempts,
+      leaseExpiresAt: leaseExpiresAt.toISOString(),
+    }));
 }
 
 /**
@@ -103,25 +94,20 @@ export async function longPollClaim(
   signal: AbortSignal,
 ): Promise<ClaimedJob[]> {
   const deadline = Date.now() + Math.min(waitMs, ctx.config.maxClaimWaitMs);
+  const watch = ctx.bus.watchJobs(serverId);
   ctx.metrics.claimWaiters.inc();
   try {
     for (;;) {
       const jobs = await claimJobs(ctx, serverId, max);
       const left = deadline - Date.now();
       if (jobs.length > 0 || left <= 0 || signal.aborted) return jobs;
-      await ctx.bus.waitForJob(serverId, left, signal);
+      await watch.wait(left, signal);
       if (signal.aborted) return [];
     }
   } finally {
+    watch.close();
     ctx.metrics.claimWaiters.dec();
   }
-}
-
-async function boxSlugs(db: Db, rows: JobRow[]): Promise<Map<string, string>> {
-  const ids = [...new Set(rows.map((r) => r.boxId).filter((x): x is string => !!x))];
-  if (ids.length === 0) return new Map();
-  const found = await db.select({ id: boxes.id, slug: boxes.slug }).from(boxes).where(inArray(boxes.id, ids));
-  return new Map(found.map((b) => [b.id, b.slug]));
 }
 
 /**
