@@ -18,6 +18,8 @@ APT_PACKAGES=(
   ansible
   # misc tools used by scripts and tests
   curl jq sqlite3 tmux ca-certificates
+  # CLI tests: zsh completion script syntax and behaviour
+  zsh
 )
 
 missing=()

@@ -23,8 +23,10 @@ function report(io: Io, err: unknown, debug: boolean, path: string): number {
   };
   let code: number;
   if (err instanceof CommanderError) {
-    // --help and --version end with a CommanderError too, and exit code 0.
+    // --help and --version end with a CommanderError too, and exit code 0; a command
+    // group run without a subcommand has already printed its help to stderr.
     if (err.exitCode === 0) return 0;
+    if (err.code === "commander.help") return EXIT_CODES.usage;
     line(err.message.replace(/^error: /, ""), `see: doppio ${path}--help`);
     code = EXIT_CODES.usage;
   } else if (err instanceof CliError) {

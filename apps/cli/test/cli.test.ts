@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import { readFile, stat } from "node:fs/promises";
 import { createServer } from "node:net";
 import path from "node:path";
@@ -238,18 +237,6 @@ describe("doppio CLI against a real control plane", () => {
     expect((await home.run(["context", "use", "nope"])).code).toBe(1);
     expect((await home.run(["context", "rm", "other"])).code).toBe(0);
     expect((await stat(configFile())).mode & 0o777).toBe(0o600);
-  });
-
-  it("prints completion scripts bash accepts", async () => {
-    const bash = await home.run(["completion", "bash"]);
-    expect(bash.code).toBe(0);
-    expect(bash.stdout).toContain("complete -F _doppio doppio");
-    const syntax = spawnSync("bash", ["-n"], { input: bash.stdout, encoding: "utf8" });
-    expect(syntax.stderr).toBe("");
-    expect(syntax.status).toBe(0);
-    const zsh = await home.run(["completion", "zsh"]);
-    expect(zsh.stdout).toContain("#compdef doppio");
-    expect((await home.run(["completion", "fish"])).code).toBe(2);
   });
 
   it("signs in with an existing token, and runs from DOPPIO_URL/DOPPIO_TOKEN with no config at all", async () => {

@@ -94,11 +94,13 @@ complete -F _doppio doppio
 `;
 }
 
-const zshQuote = (s: string) => s.replace(/'/g, "'\\''").replace(/:/g, "\\:");
+const shellQuote = (s: string) => s.replace(/'/g, "'\\''");
+// In a _describe item only the name's colons need escaping; the description is free text.
+const zshItem = (name: string, description: string) =>
+  `'${shellQuote(name.replace(/:/g, "\\:"))}:${shellQuote(description)}'`;
 
 function zshScript(commands: CommandSpec[], globals: string[]): string {
-  const list = (cs: CommandSpec[]) =>
-    cs.map((c) => `'${zshQuote(c.name)}:${zshQuote(c.description)}'`).join(" ");
+  const list = (cs: CommandSpec[]) => cs.map((c) => zshItem(c.name, c.description)).join(" ");
   const cases = commands
     .map((c) => {
       if (c.subcommands.length > 0) {
