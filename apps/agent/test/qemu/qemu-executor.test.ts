@@ -98,6 +98,47 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
     expect(new Set(clones.map(([, ip]) => macForIp(ip))).size).toBe(3);
   });
 
+  it("each clone applied its own identity: hostname, MAC, machine-id, env and clock", () => {
+    const seen = new Set<string>();
+    for (const [slug, ip] of [
+      ["clone-a", "10.0.0.2"],
+      ["clone-b", "10.0.0.3"],
+      ["clone-c", "10.0.0.4"],
+    ] as const) {
+      const id = Object.fromEntries(
+        ns
+          .curl(`http://${ip}:8000/cgi-bin/identity`)
+          .trim()
+          .split("\n")
+          .map((l) => l.split("=", 2) as [string, string]),
+      );
+      expect(id.hostname).toBe(slug);
+      expect(id.mac).toBe(macForIp(ip));
+      expect(id.greeting).toBe("it's a box");
+      expect(id.machine_id).toMatch(/^[0-9a-f]{32}$/);
+      seen.add(String(id.machine_id));
+      // The golden snapshot's clock is stale; the clone set its clock from issued_at.
+      expect(Math.abs(Number(id.time) - Date.now() / 1000)).toBeLessThan(120);
+    }
+    expect(seen.size).toBe(3);
+  });
+
+  it("a restarted agent (new executor on the same data dir) re-attaches to running VMs", async () => {
+    const again = new QemuExecutor({
+      dataDir,
+      imagesDir: IMAGES_DIR,
+      network: net,
+      netns: ns.name,
+      goldenNet: GOLDEN_NET,
+      accel: "tcg",
+      log: pino({ level: "warn" }),
+    });
+    expect(await again.inspect("clone-a")).toBe("running");
+    expect((await again.upstream("clone-a"))?.(8888)).toBe("10.0.0.2:8888");
+    expect((await again.list()).map((b) => b.slug).sort()).toEqual(["clone-a", "clone-b", "clone-c"]);
+    await again.close();
+  });
+
   it("create is idempotent: a second create of a running box changes nothing", async () => {
     const pid = await readPid(boxPaths(dataDir, "clone-a").pid);
     await ex.createFromGolden(boxSpec("clone-a", "10.0.0.2"), new RecordingReporter());
