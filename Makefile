@@ -4,10 +4,10 @@ bootstrap:
 	@scripts/bootstrap.sh
 
 up: bootstrap
-	@scripts/up.sh
+	@npx tsx scripts/up.ts
 
 down:
-	@scripts/down.sh
+	@npx tsx scripts/down.ts
 
 test: bootstrap
 	@scripts/test.sh

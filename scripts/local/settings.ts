@@ -1,0 +1,21 @@
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** Where `make up` keeps its state and which loopback ports it uses (override with env). */
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const DATA = path.resolve(ROOT, process.env.DOPPIO_UP_DATA ?? ".data/up");
+export const PIDS = path.join(DATA, "pids.json");
+
+export const PORTS = {
+  api: Number(process.env.DOPPIO_UP_API_PORT ?? 8080),
+  edge: Number(process.env.DOPPIO_UP_EDGE_PORT ?? 8088),
+  caddyAdmin: Number(process.env.DOPPIO_UP_CADDY_ADMIN_PORT ?? 2999),
+  agent: Number(process.env.DOPPIO_UP_AGENT_PORT ?? 8090),
+};
+
+/** `*.localhost` resolves to loopback in browsers, so box URLs open on this machine. */
+export const DOMAIN = "localhost";
+export const API_URL = `http://localhost:${PORTS.api}`;
+export const DASHBOARD_URL = `${API_URL}/dashboard/`;
+export const ADMIN_EMAIL = "admin@doppiobox.localhost";
+export const SERVER_NAME = "local";

@@ -1,0 +1,216 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { stringify as toYaml } from "yaml";
+import {
+  alive,
+  cmdline,
+  readPids,
+  removeFile,
+  startService,
+  stopPids,
+  waitFor,
+  writePids,
+} from "./processes.ts";
+import { ADMIN_EMAIL, API_URL, DATA, DOMAIN, PIDS, PORTS, ROOT, SERVER_NAME } from "./settings.ts";
+
+const TSX = path.join(ROOT, "node_modules/.bin/tsx");
+
+interface Secrets {
+  adminPassword: string;
+  agentToken?: string;
+  agentApiToken: string;
+}
+
+function loadSecrets(): { secrets: Secrets; fresh: boolean } {
+  const file = path.join(DATA, "secrets.json");
+  if (existsSync(file)) return { secrets: JSON.parse(readFileSync(file, "utf8")), fresh: false };
+  const secrets: Secrets = {
+    adminPassword: randomBytes(12).toString("base64url"),
+    agentApiToken: randomBytes(24).toString("base64url"),
+  };
+  writeFileSync(file, JSON.stringify(secrets), { mode: 0o600 });
+  return { secrets, fresh: true };
+}
+
+function saveSecrets(secrets: Secrets): void {
+  writeFileSync(path.join(DATA, "secrets.json"), JSON.stringify(secrets), { mode: 0o600 });
+}
+
+async function api(method: string, route: string, body?: unknown, cookie?: string) {
+  const res = await fetch(`${API_URL}${route}`, {
+    method,
+    headers: { ...(body ? { "content-type": "application/json" } : {}), ...(cookie ? { cookie } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  return {
+    status: res.status,
+    body: text ? JSON.parse(text) : null,
+    cookie: res.headers.getSetCookie()[0]?.split(";")[0],
+  };
+}
+
+/** The admin account (created on the first run) and a session for it. */
+async function adminSession(secrets: Secrets): Promise<string> {
+  let res = await api("POST", "/api/v1/auth/login", { email: ADMIN_EMAIL, password: secrets.adminPassword });
+  if (res.status === 401) {
+    res = await api("POST", "/api/v1/auth/signup", {
+      email: ADMIN_EMAIL,
+      password: secrets.adminPassword,
+      name: "Admin",
+    });
+  }
+  if (!res.cookie) throw new Error(`cannot sign in as ${ADMIN_EMAIL}: ${JSON.stringify(res.body)}`);
+  return res.cookie;
+}
+
+/** Registers this machine as server `local` (or rotates its token if we lost it). */
+async function serverToken(secrets: Secrets, cookie: string): Promise<string> {
+  if (secrets.agentToken) return secrets.agentToken;
+  const capacity = {
+    vcpu: os.cpus().length,
+    memoryMb: Math.floor((os.totalmem() / 1024 / 1024) * 0.75),
+    diskGb: 50,
+  };
+  let res = await api(
+    "POST",
+    "/api/v1/servers",
+    {
+      name: SERVER_NAME,
+      domain: DOMAIN,
+      backend: "qemu",
+      capacity,
+      publicScheme: "http",
+      publicPort: PORTS.edge,
+    },
+    cookie,
+  );
+  if (res.status === 409) res = await api("POST", `/api/v1/servers/${SERVER_NAME}/token`, undefined, cookie);
+  if (!res.body?.agentToken) throw new Error(`cannot register server: ${JSON.stringify(res.body)}`);
+  secrets.agentToken = res.body.agentToken as string;
+  saveSecrets(secrets);
+  return secrets.agentToken;
+}
+
+function agentConfig(secrets: Secrets): string {
+  const file = path.join(DATA, "agent.yaml");
+  const config = {
+    controlPlaneUrl: API_URL,
+    serverToken: secrets.agentToken,
+    dataDir: path.join(DATA, "agent"),
+    domain: DOMAIN,
+    publicScheme: "http",
+    publicPort: PORTS.edge,
+    backend: "qemu",
+    // User-mode networking: the VMs reach nothing on the host's networks and the edge
+    // reaches them through loopback port forwards (no bridge, no private addresses).
+    networkMode: "user",
+    caddyAdminUrl: `http://127.0.0.1:${PORTS.caddyAdmin}`,
+    listen: `127.0.0.1:${PORTS.agent}`,
+    apiToken: secrets.agentApiToken,
+    reconcileIntervalMs: 10_000,
+    heartbeatIntervalMs: 5_000,
+    edge: {
+      tls: { mode: "http", listen: `127.0.0.1:${PORTS.edge}` },
+      signInUrl: `${API_URL}/api/v1/access/open`,
+    },
+  };
+  writeFileSync(file, toYaml(config), { mode: 0o600 });
+  return file;
+}
+
+function caddyBootConfig(): string {
+  const file = path.join(DATA, "caddy.json");
+  writeFileSync(file, JSON.stringify({ admin: { listen: `127.0.0.1:${PORTS.caddyAdmin}` } }));
+  return file;
+}
+
+export async function startLocalStack(): Promise<{ freshAdmin: boolean; password: string }> {
+  mkdirSync(DATA, { recursive: true });
+  const running = readPids(PIDS);
+  if (Object.values(running.pids).some(alive)) {
+    throw new Error("doppiobox is already running here (make down stops it)");
+  }
+  const { secrets, fresh } = loadSecrets();
+  const pids: Record<string, number> = {};
+  const remember = (name: string, pid: number | undefined) => {
+    if (pid) pids[name] = pid;
+    writePids(PIDS, { pids });
+  };
+
+  const dashboardDir = path.join(ROOT, "apps/dashboard/dist");
+  const apiProc = startService("control plane", TSX, [path.join(ROOT, "apps/api/src/main.ts")], {
+    env: {
+      DOPPIO_API_DATA_DIR: path.join(DATA, "api"),
+      DOPPIO_API_PORT: String(PORTS.api),
+      DOPPIO_PUBLIC_URL: API_URL,
+      DOPPIO_DASHBOARD_DIR: dashboardDir,
+    },
+    log: path.join(DATA, "api.log"),
+  });
+  remember("api", apiProc.pid);
+  await waitFor("the control plane", async () => (await fetch(`${API_URL}/healthz`)).ok, 60_000);
+
+  const cookie = await adminSession(secrets);
+  await serverToken(secrets, cookie);
+
+  const caddy = startService("caddy", "caddy", ["run", "--config", caddyBootConfig()], {
+    env: {
+      HOME: DATA,
+      XDG_DATA_HOME: path.join(DATA, "caddy-data"),
+      XDG_CONFIG_HOME: path.join(DATA, "caddy-config"),
+    },
+    log: path.join(DATA, "caddy.log"),
+  });
+  remember("caddy", caddy.pid);
+  await waitFor(
+    "caddy",
+    async () => (await fetch(`http://127.0.0.1:${PORTS.caddyAdmin}/config/`)).ok,
+    20_000,
+  );
+
+  const agent = startService(
+    "agent",
+    TSX,
+    [path.join(ROOT, "apps/agent/src/main.ts"), "--config", agentConfig(secrets)],
+    {
+      log: path.join(DATA, "agent.log"),
+    },
+  );
+  remember("agent", agent.pid);
+  await waitFor("the agent", async () => (await fetch(`http://127.0.0.1:${PORTS.agent}/health`)).ok, 60_000);
+  return { freshAdmin: fresh, password: secrets.adminPassword };
+}
+
+/** Stops the services by PID, then any VM the local agent left running, then forgets them. */
+export async function stopLocalStack(): Promise<void> {
+  const { pids } = readPids(PIDS);
+  const ours = (name: string, cmd: string) =>
+    name === "caddy" ? cmd.includes("caddy") : cmd.includes("tsx") || cmd.includes("node");
+  await stopPids({ agent: pids.agent ?? 0, caddy: pids.caddy ?? 0 }, ours);
+  await stopLocalVms();
+  await stopPids({ api: pids.api ?? 0 }, ours);
+  await removeFile(PIDS);
+}
+
+/** QEMU processes of the local agent's boxes, found by their pid files under its data dir. */
+async function stopLocalVms(): Promise<void> {
+  const { readdir } = await import("node:fs/promises");
+  const root = path.join(DATA, "agent");
+  const vmPids: Record<string, number> = {};
+  const walk = async (dir: string, depth: number): Promise<void> => {
+    if (depth > 4) return;
+    for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+      const p = path.join(dir, entry.name);
+      if (entry.isDirectory()) await walk(p, depth + 1);
+      else if (entry.name.endsWith(".pid") || entry.name === "pid") {
+        const pid = Number(readFileSync(p, "utf8").trim());
+        if (pid > 0) vmPids[p] = pid;
+      }
+    }
+  };
+  await walk(root, 0);
+  await stopPids(vmPids, (_name, cmd) => cmd.includes("qemu-system"), 3000);
+}
