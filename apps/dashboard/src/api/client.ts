@@ -1,0 +1,67 @@
+/** Thin JSON client for the control plane: same-origin, session cookie, one error shape. */
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details?: unknown,
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+interface Issue {
+  path?: string;
+  message?: string;
+}
+
+/** The API's message in plain words; validation failures list what was wrong with each field. */
+function describe(code: string, message: string, details: unknown): string {
+  if (code === "validation_failed" && details && typeof details === "object" && "issues" in details) {
+    const issues = (details as { issues: Issue[] }).issues;
+    const parts = issues.map((i) => i.message).filter((m): m is string => Boolean(m));
+    if (parts.length > 0) return capitalise(parts.join("; "));
+  }
+  return capitalise(message);
+}
+
+function capitalise(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
+}
+
+export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(`/api/v1${path}`, {
+      method,
+      credentials: "same-origin",
+      headers: body === undefined ? {} : { "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (cause) {
+    throw new ApiError(0, "network", "Cannot reach doppiobox. Check your connection and try again.", cause);
+  }
+  if (res.status === 204) return undefined as T;
+  const text = await res.text();
+  let parsed: unknown = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    // A proxy error page, not our API: fall through to a generic message.
+  }
+  if (!res.ok) {
+    const err = (parsed as { error?: { code?: string; message?: string; details?: unknown } } | null)?.error;
+    const code = err?.code ?? "http_error";
+    const message = err?.message ?? `The server answered ${res.status}.`;
+    throw new ApiError(res.status, code, describe(code, message, err?.details), err?.details);
+  }
+  return parsed as T;
+}
+
+export function errorText(err: unknown): string {
+  if (err instanceof ApiError) return err.message;
+  if (err instanceof Error) return err.message;
+  return "Something went wrong.";
+}

@@ -1,0 +1,60 @@
+import type { Box, Job } from "@doppio/contracts";
+import { useQueryClient } from "@tanstack/react-query";
+import { useEffect, useState } from "react";
+import { putBox, putJob } from "./cache.ts";
+import { keys } from "./keys.ts";
+
+export type LiveState = "connecting" | "live" | "reconnecting";
+
+const MAX_BACKOFF_MS = 15_000;
+
+/**
+ * Keeps the query cache current from the team's server-sent events. EventSource retries
+ * by itself after a dropped connection, but gives up for good on an HTTP error (a restart
+ * of the control plane answering 502, say), so a closed source is reopened with backoff.
+ * Every (re)connect refetches, because events sent while disconnected are not replayed.
+ */
+export function useLiveEvents(enabled: boolean): LiveState {
+  const qc = useQueryClient();
+  const [state, setState] = useState<LiveState>("connecting");
+
+  useEffect(() => {
+    if (!enabled) return;
+    let source: EventSource | null = null;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let attempt = 0;
+    let disposed = false;
+
+    const open = () => {
+      source = new EventSource("/api/v1/events");
+      source.addEventListener("open", () => {
+        attempt = 0;
+        setState("live");
+        void qc.invalidateQueries({ queryKey: keys.boxes });
+        void qc.invalidateQueries({ queryKey: ["box"] });
+        void qc.invalidateQueries({ queryKey: ["jobs"] });
+      });
+      source.addEventListener("box", (e) => putBox(qc, JSON.parse((e as MessageEvent<string>).data) as Box));
+      source.addEventListener("job", (e) => putJob(qc, JSON.parse((e as MessageEvent<string>).data) as Job));
+      source.addEventListener("error", () => {
+        if (disposed) return;
+        setState("reconnecting");
+        if (source?.readyState === EventSource.CLOSED) {
+          source.close();
+          const delay = Math.min(MAX_BACKOFF_MS, 1000 * 2 ** attempt++);
+          timer = setTimeout(open, delay);
+          // A 401 here means the session ended: let the app notice and show the login page.
+          void qc.invalidateQueries({ queryKey: keys.me });
+        }
+      });
+    };
+    open();
+    return () => {
+      disposed = true;
+      clearTimeout(timer);
+      source?.close();
+    };
+  }, [enabled, qc]);
+
+  return state;
+}

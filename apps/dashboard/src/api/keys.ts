@@ -1,0 +1,10 @@
+/** Query keys in one place, so the live event stream updates the same cache entries the pages read. */
+export const keys = {
+  me: ["me"] as const,
+  boxes: ["boxes"] as const,
+  box: (slug: string) => ["box", slug] as const,
+  jobs: (slug: string) => ["jobs", slug] as const,
+  templates: ["templates"] as const,
+  tokens: ["tokens"] as const,
+  servers: ["servers"] as const,
+};

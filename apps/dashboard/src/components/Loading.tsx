@@ -1,0 +1,8 @@
+export function Loading({ label = "Loading…" }: { label?: string }) {
+  return (
+    <p className="loading" role="status">
+      <span className="spinner" aria-hidden="true" />
+      {label}
+    </p>
+  );
+}

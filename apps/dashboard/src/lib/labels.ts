@@ -1,0 +1,42 @@
+import { type BoxStatus, type JobAction, STEP_LABELS, type StepName } from "@doppio/contracts";
+
+export const STATUS_LABELS: Record<BoxStatus, string> = {
+  pending: "Queued",
+  creating: "Creating",
+  starting: "Starting",
+  running: "Running",
+  stopping: "Stopping",
+  stopped: "Stopped",
+  resetting: "Resetting",
+  deleting: "Deleting",
+  deleted: "Deleted",
+  error: "Error",
+};
+
+/** Statuses that change by themselves soon: shown with a pulsing dot. */
+export const BUSY_STATUSES: readonly BoxStatus[] = [
+  "pending",
+  "creating",
+  "starting",
+  "stopping",
+  "resetting",
+  "deleting",
+];
+
+export const ACTION_TITLES: Record<JobAction, string> = {
+  create: "Create",
+  start: "Start",
+  stop: "Stop",
+  reset: "Reset",
+  delete: "Delete",
+  build_golden: "Build golden snapshot",
+  build_image: "Build image",
+};
+
+export function stepLabel(name: StepName): string {
+  return STEP_LABELS[name] ?? name;
+}
+
+export function formatMemory(mb: number): string {
+  return mb >= 1024 ? `${Math.round((mb / 1024) * 10) / 10} GB` : `${mb} MB`;
+}

@@ -1,0 +1,276 @@
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { Page } from "playwright-core";
+import { build } from "vite";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { TestClient } from "../../api/test/support/client.ts";
+import { startControlPlane, type TestControlPlane } from "../../api/test/support/control-plane.ts";
+import { ManualAgent } from "./support/agent.ts";
+import { hasChromium, launchBrowser, type TestBrowser } from "./support/browser.ts";
+
+const ROOT = path.resolve(import.meta.dirname, "../../..");
+const SHOTS = path.join(ROOT, "test-artifacts/dashboard");
+const EMAIL = `owner-${process.pid}@example.com`;
+const PASSWORD = "correct horse battery staple";
+
+if (!hasChromium)
+  console.warn("SKIPPING dashboard browser tests: /usr/bin/chromium is missing (apt-get install chromium)");
+
+describe.skipIf(!hasChromium)("dashboard in a real browser against the real control plane", () => {
+  let outDir: string;
+  let cp: TestControlPlane;
+  let browser: TestBrowser;
+  let page: Page;
+  let agent: ManualAgent;
+  let shot = 0;
+
+  const screenshot = (name: string) =>
+    page.screenshot({
+      path: path.join(SHOTS, `${String(++shot).padStart(2, "0")}-${name}.png`),
+      fullPage: true,
+    });
+  beforeAll(async () => {
+    outDir = await mkdtemp(path.join(tmpdir(), "doppio-dashboard-"));
+    // Vitest sets NODE_ENV=test, which would bundle React's development build; test what ships.
+    const nodeEnv = process.env.NODE_ENV;
+    process.env.NODE_ENV = "production";
+    try {
+      await build({
+        configFile: path.join(ROOT, "apps/dashboard/vite.config.ts"),
+        logLevel: "warn",
+        build: { outDir, emptyOutDir: true, sourcemap: false },
+      });
+    } finally {
+      process.env.NODE_ENV = nodeEnv;
+    }
+    cp = await startControlPlane({ config: { dashboardDir: outDir, authRateLimitPerMinute: 1000 } });
+    await rm(SHOTS, { recursive: true, force: true });
+    await mkdir(SHOTS, { recursive: true });
+    browser = await launchBrowser(cp.url);
+    page = browser.page;
+  });
+
+  /** Failed API answers the current test provokes on purpose; any other fails it. */
+  let expectedFailures: string[] = [];
+  afterEach(() => {
+    expect(browser.consoleErrors).toEqual([]);
+    expect(browser.failedResponses).toEqual(expectedFailures);
+    browser.failedResponses.length = 0;
+    expectedFailures = [];
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await cp?.close();
+    if (outDir) await rm(outDir, { recursive: true, force: true });
+  });
+
+  it("sends a signed-out visitor to log in, and explains a weak password and a taken email", async () => {
+    expectedFailures = ["GET /api/v1/me 401", "POST /api/v1/auth/signup 409"];
+    await page.goto("/dashboard/");
+    await page.waitForURL(/\/dashboard\/login\?next=/);
+    await page.getByRole("link", { name: "Create an account" }).click();
+    await page.getByLabel("Email").fill(EMAIL);
+    await page.getByLabel("Password").fill("short");
+    await page.getByRole("button", { name: "Create account" }).click();
+    await expect.poll(() => page.getByRole("alert").textContent()).toContain("at least 10 characters");
+    await screenshot("signup-weak-password");
+
+    await page.getByLabel("Password").fill(PASSWORD);
+    await page.getByRole("button", { name: "Create account" }).click();
+    await page.getByRole("heading", { name: "No boxes yet" }).waitFor();
+    await screenshot("boxes-empty");
+
+    // The first account is the admin; its own API session registers the test's agent.
+    const admin = new TestClient(cp.url);
+    expect((await admin.post("/api/v1/auth/login", { email: EMAIL, password: PASSWORD })).status).toBe(200);
+    agent = await ManualAgent.register(admin, "fc-test");
+
+    await page.getByRole("button", { name: "Log out" }).click();
+    await page.waitForURL(/\/dashboard\/login/);
+    await page.getByRole("link", { name: "Create an account" }).click();
+    await page.getByLabel("Email").fill(EMAIL);
+    await page.getByLabel("Password").fill(PASSWORD);
+    await page.getByRole("button", { name: "Create account" }).click();
+    await expect.poll(() => page.getByRole("alert").textContent()).toContain("already exists");
+    await screenshot("signup-duplicate-email");
+
+    await page.getByRole("link", { name: "Log in" }).click();
+    await page.getByLabel("Email").fill(EMAIL);
+    await page.getByLabel("Password").fill(PASSWORD);
+    await page.getByRole("button", { name: "Log in" }).click();
+    await page.getByRole("heading", { name: "No boxes yet" }).waitFor();
+  });
+
+  it("creates an API token, shows it once, and revokes it", async () => {
+    await page.getByRole("link", { name: "API tokens" }).click();
+    await page.getByText("No tokens yet.").waitFor();
+    await page.getByLabel("Token name").fill("laptop CLI");
+    await page.getByRole("button", { name: "Create token" }).click();
+    const secret = await page.getByTestId("new-token").textContent();
+    expect(secret?.length).toBeGreaterThan(20);
+    await expect
+      .poll(() => page.getByRole("status").filter({ hasText: "created" }).textContent())
+      .toContain("you will not see it again");
+    await page.getByRole("button", { name: "Copy token" }).click();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(secret);
+    await screenshot("token-created");
+    await page.getByRole("button", { name: "I have copied it" }).click();
+    expect(await page.getByTestId("new-token").count()).toBe(0);
+
+    await page.getByRole("button", { name: "Revoke laptop CLI" }).click();
+    const dialog = page.getByRole("dialog");
+    await dialog.getByRole("button", { name: "Revoke token" }).click();
+    await page.getByText("No tokens yet.").waitFor();
+  });
+
+  it("shows the admin the server with its heartbeat, capacity and golden snapshots", async () => {
+    await page.getByRole("link", { name: "Servers" }).click();
+    const card = page.locator('[data-server="fc-test"]');
+    await card.waitFor();
+    const text = await card.textContent();
+    expect(text).toContain("Heartbeat");
+    expect(text).toContain("minimal: ready");
+    expect(text).toContain("agent test");
+    await screenshot("servers");
+  });
+
+  it("creates a box and shows each step as the agent runs it, then running", async () => {
+    await page.getByRole("link", { name: "Boxes" }).click();
+    await page.getByRole("link", { name: "Create your first box" }).click();
+    await page.getByRole("radio", { name: /Minimal/i }).waitFor();
+    await page.getByLabel("Name (optional)").fill("Demo_Box");
+    await expect.poll(() => page.locator("#box-name-help").textContent()).toContain("lowercase letters");
+    expect(await page.getByLabel("Name (optional)").getAttribute("aria-invalid")).toBe("true");
+    await page.getByLabel("Name (optional)").fill("demo-box");
+    await page.getByRole("radio", { name: /Small/ }).check();
+    await screenshot("create-form");
+    await page.getByRole("button", { name: "Create box" }).click();
+    await page.waitForURL(/\/dashboard\/boxes\/demo-box$/);
+    await page.getByText("Queued. A server will pick this up shortly").waitFor();
+
+    const job = await agent.claim();
+    await agent.started(job);
+    const steps = ["check_state", "allocate_ip", "prepare_disks", "setup_network", "restore_vm"] as const;
+    for (const s of steps) {
+      await agent.step(job, s, "running");
+      await page.locator(`[data-step="${s}"][data-status="running"]`).waitFor();
+      await agent.step(job, s, "succeeded");
+      await page.locator(`[data-step="${s}"][data-status="succeeded"]`).waitFor();
+    }
+    await agent.step(job, "wait_ready", "running");
+    const running = page.locator('[data-step="wait_ready"][data-status="running"]');
+    await running.waitFor();
+    expect(await running.textContent()).toContain("Waiting for services");
+    // The running step's counter moves on its own, with no event from the server.
+    const before = await running.getByTestId("step-time").textContent();
+    await expect
+      .poll(() => running.getByTestId("step-time").textContent(), { timeout: 5000 })
+      .not.toBe(before);
+    await expect
+      .poll(() => page.locator(".xterm-rows").textContent())
+      .toContain("Restoring from the golden snapshot");
+    await screenshot("box-creating");
+
+    await agent.step(job, "wait_ready", "succeeded");
+    await agent.step(job, "add_routes", "running");
+    await agent.step(job, "add_routes", "succeeded");
+    await agent.succeed(job);
+    await page.locator('.page-head [data-status="running"]').waitFor();
+    await page.locator('[data-job-status="succeeded"]').waitFor();
+    expect(await page.locator(".steps li").count()).toBe(7);
+    await expect.poll(() => page.locator(".xterm-rows").textContent()).toContain("finished");
+
+    const site = page.getByRole("link", { name: "Open Site" });
+    expect(await site.getAttribute("href")).toBe("https://demo-box.site.fc-test.example.test");
+    const code = page.getByRole("link", { name: "Open VS Code" });
+    const href = await code.getAttribute("href");
+    expect(href).toBe("/api/v1/access/open?host=demo-box.code.fc-test.example.test&next=%2F");
+    // Following it as this browser's session hands off to the box host with a token.
+    const open = await page.request.get(href!, { maxRedirects: 0 });
+    expect(open.status()).toBe(302);
+    expect(open.headers().location).toMatch(/^https?:\/\/demo-box\.code\.fc-test\.example\.test/);
+    await screenshot("box-running");
+  });
+
+  it("edits environment variables with validated names", async () => {
+    await page.getByRole("button", { name: "Add variable" }).click();
+    await page.getByLabel("Name of variable 1").fill("1BAD");
+    await page.getByText("Use letters, digits and _").waitFor();
+    expect(await page.getByRole("button", { name: "Save variables" }).isDisabled()).toBe(true);
+    await page.getByLabel("Name of variable 1").fill("FRAPPE_ENV");
+    await page.getByLabel("Value of variable 1").fill("development");
+    await page.getByRole("button", { name: "Save variables" }).click();
+    await page.getByText("Saved. The box picks these up the next time it starts.").waitFor();
+    const admin = new TestClient(cp.url);
+    await admin.post("/api/v1/auth/login", { email: EMAIL, password: PASSWORD });
+    expect((await admin.get("/api/v1/boxes/demo-box")).body.env).toEqual({ FRAPPE_ENV: "development" });
+  });
+
+  it("stops and starts the box, with buttons following its allowed actions", async () => {
+    expect(await page.getByRole("button", { name: "Start", exact: true }).isDisabled()).toBe(true);
+    await page.getByRole("button", { name: "Stop", exact: true }).click();
+    await page.locator('.page-head [data-status="stopping"]').waitFor();
+    await agent.runNext(["check_state", "remove_routes", "stop_vm", "teardown_network"]);
+    await page.locator('.page-head [data-status="stopped"]').waitFor();
+    expect(await page.getByRole("button", { name: "Stop", exact: true }).isDisabled()).toBe(true);
+    await screenshot("box-stopped");
+
+    await page.getByRole("button", { name: "Start", exact: true }).click();
+    await page.locator('.page-head [data-status="starting"]').waitFor();
+    await agent.runNext(["check_state", "setup_network", "restore_vm", "wait_ready", "add_routes"]);
+    await page.locator('.page-head [data-status="running"]').waitFor();
+  });
+
+  it("asks before a reset, and Escape cancels it", async () => {
+    const reset = page.getByRole("button", { name: "Reset", exact: true });
+    await reset.click();
+    const dialog = page.getByRole("dialog", { name: "Reset demo-box?" });
+    await dialog.waitFor();
+    expect(await dialog.textContent()).toContain("name, URLs and environment variables stay the same");
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Cancel");
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate(() => document.activeElement?.closest("dialog") !== null)).toBe(true);
+    await screenshot("reset-dialog");
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "hidden" });
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Reset");
+  });
+
+  it("has no horizontal scroll at 390 px", async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const route of ["/dashboard/boxes/demo-box", "/dashboard/", "/dashboard/new", "/dashboard/tokens"]) {
+      await page.goto(route);
+      await page.locator("main h1").first().waitFor();
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      expect(overflow, route).toBeLessThanOrEqual(0);
+      if (route.includes("boxes/")) {
+        await page.locator(".xterm-rows").waitFor();
+        await screenshot("box-390px");
+      }
+    }
+    await page.setViewportSize({ width: 1280, height: 860 });
+  });
+
+  it("deletes the box after a confirmation that says what is lost", async () => {
+    await page.goto("/dashboard/boxes/demo-box");
+    await page.getByRole("button", { name: "Delete", exact: true }).click();
+    const dialog = page.getByRole("dialog", { name: "Delete demo-box?" });
+    expect(await dialog.textContent()).toContain("removes everything");
+    await dialog.getByRole("button", { name: "Delete box" }).click();
+    await page.waitForURL(/\/dashboard\/$/);
+    await page.locator('[data-slug="demo-box"] [data-status="deleting"]').waitFor();
+    await screenshot("box-deleting");
+    await agent.runNext([
+      "check_state",
+      "remove_routes",
+      "stop_vm",
+      "teardown_network",
+      "remove_disks",
+      "release_ip",
+    ]);
+    await page.getByRole("heading", { name: "No boxes yet" }).waitFor();
+    await screenshot("boxes-after-delete");
+  });
+});

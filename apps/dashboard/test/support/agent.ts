@@ -1,0 +1,77 @@
+import type { ClaimedJob, JobEvent, StepName } from "@doppio/contracts";
+import { heartbeat, registerServer, type TestClient } from "../../../api/test/support/client.ts";
+
+/**
+ * The agent's side of the real agent protocol, driven one call at a time by the test, so
+ * the test can look at the page between any two events (a step running, then finished).
+ */
+export class ManualAgent {
+  private seqs = new Map<string, number>();
+  private ip = 2;
+
+  private constructor(
+    private readonly client: TestClient,
+    readonly server: string,
+  ) {}
+
+  /** Registers a server as `admin` and heartbeats with the minimal template's golden ready. */
+  static async register(admin: TestClient, name: string): Promise<ManualAgent> {
+    const client = await registerServer(admin, name);
+    const agent = new ManualAgent(client, name);
+    await agent.heartbeat();
+    return agent;
+  }
+
+  async heartbeat(): Promise<void> {
+    await this.post("/agent/v1/heartbeat", heartbeat({ minimal: "ready" }));
+  }
+
+  /** The next pending job; polls briefly because the API call that queued it may still be in flight. */
+  async claim(timeoutMs = 10_000): Promise<ClaimedJob> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const { jobs } = (await this.post("/agent/v1/jobs/claim", { max: 1, waitMs: 0 })) as {
+        jobs: ClaimedJob[];
+      };
+      if (jobs[0]) return jobs[0];
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error("no job to claim");
+  }
+
+  async send(job: ClaimedJob, event: Record<string, unknown>): Promise<void> {
+    const seq = (this.seqs.get(job.id) ?? 0) + 1;
+    this.seqs.set(job.id, seq);
+    await this.post(`/agent/v1/jobs/${job.id}/events`, {
+      events: [{ seq, at: new Date().toISOString(), ...event } as JobEvent],
+    });
+  }
+
+  started = (job: ClaimedJob) => this.send(job, { type: "started" });
+  step = (job: ClaimedJob, name: StepName, status: "running" | "succeeded" | "failed", detail?: string) =>
+    this.send(job, { type: "step", name, status, ...(detail ? { detail } : {}) });
+  succeed = (job: ClaimedJob) =>
+    this.send(job, {
+      type: "result",
+      ok: true,
+      data: job.action === "create" ? { ip: `10.0.0.${this.ip++}` } : {},
+    });
+
+  /** Claims the next job and runs all of `steps` through to a successful result. */
+  async runNext(steps: readonly StepName[]): Promise<ClaimedJob> {
+    const job = await this.claim();
+    await this.started(job);
+    for (const s of steps) {
+      await this.step(job, s, "running");
+      await this.step(job, s, "succeeded");
+    }
+    await this.succeed(job);
+    return job;
+  }
+
+  private async post(path: string, body: unknown): Promise<unknown> {
+    const res = await this.client.post(path, body);
+    if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body;
+  }
+}

@@ -1,0 +1,76 @@
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
+
+export const CHROMIUM = "/usr/bin/chromium";
+export const hasChromium = existsSync(CHROMIUM);
+
+const ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--no-first-run",
+  "--disable-quic",
+];
+
+export interface TestBrowser {
+  context: BrowserContext;
+  page: Page;
+  /** Console errors and uncaught page errors seen so far; a test expects none. */
+  consoleErrors: string[];
+  /**
+   * API answers of 400 and above, as "METHOD /path STATUS". Chromium logs each one as a
+   * console error ("Failed to load resource") even when the app handles it (401 from /me
+   * when signed out, 409 for a taken email), so those are listed here instead and a test
+   * states exactly which it expects.
+   */
+  failedResponses: string[];
+  close(): Promise<void>;
+}
+
+/** Debian's Chromium with a fresh, empty profile, removed on close. */
+export async function launchBrowser(baseURL: string): Promise<TestBrowser> {
+  const userDataDir = await mkdtemp(path.join(tmpdir(), "doppio-chromium-"));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ARGS,
+    baseURL,
+    viewport: { width: 1280, height: 860 },
+    permissions: ["clipboard-read", "clipboard-write"],
+  });
+  const consoleErrors: string[] = [];
+  const failedResponses: string[] = [];
+  const watch = (page: Page) => {
+    page.on("console", (msg) => {
+      if (msg.type() !== "error") return;
+      const text = msg.text();
+      if (/^Failed to load resource: the server responded with a status of \d+/.test(text)) return;
+      consoleErrors.push(`${page.url()}: ${text}`);
+    });
+    page.on("response", (res) => {
+      if (res.status() >= 400) {
+        failedResponses.push(`${res.request().method()} ${new URL(res.url()).pathname} ${res.status()}`);
+      }
+    });
+    page.on("pageerror", (err) => consoleErrors.push(`${page.url()}: uncaught ${err.message}`));
+  };
+  context.on("page", watch);
+  const page = context.pages()[0] ?? (await context.newPage());
+  watch(page);
+  return {
+    context,
+    page,
+    consoleErrors,
+    failedResponses,
+    async close() {
+      await context.close();
+      await rm(userDataDir, { recursive: true, force: true });
+    },
+  };
+}
