@@ -68,10 +68,13 @@ async function siteAnswers(ip: string): Promise<void> {
 }
 
 /** One create (restore or cold boot) until the site answers 200; returns ms. */
-async function createOnce(mode: "golden" | "cold"): Promise<{ ms: number; slug: string }> {
+async function createOnce(
+  mode: "golden" | "cold",
+  template = "minimal",
+): Promise<{ ms: number; slug: string }> {
   const ip = numToIp((10 << 24) + nextHost++);
   const slug = `bench-${++seq}`;
-  const spec = boxSpec(slug, ip);
+  const spec = boxSpec(slug, ip, 1, { template });
   const t = performance.now();
   if (mode === "golden") await ex.createFromGolden(spec, quiet);
   else await ex.createColdBoot(spec, quiet);
@@ -100,10 +103,11 @@ const p50 = (xs: number[]) => {
 const fmt = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 const list = (xs: number[]) => xs.map((x) => (x / 1000).toFixed(2)).join(", ");
 
-async function golden(version: string, size: string): Promise<number> {
-  buildMinimalImage(version, size);
+/** The minimal recipe built at `size` as template `name`, and its golden snapshot. */
+async function golden(name: string, version: string, size: string): Promise<number> {
+  buildMinimalImage(version, size, name);
   const t = performance.now();
-  await ex.buildGolden({ name: "minimal", version, readyPorts: [8000, 8888], memoryMb: 256, vcpu: 1 }, quiet);
+  await ex.buildGolden({ name, version, readyPorts: [8000, 8888], memoryMb: 256, vcpu: 1 }, quiet);
   return performance.now() - t;
 }
 
@@ -119,7 +123,7 @@ try {
   console.log(
     `bench:create — QEMU microvm, minimal busybox image, ${RUNS} restores / ${COLD_RUNS} cold boots per series`,
   );
-  const g512 = await golden("bench-512m", "512M");
+  const g512 = await golden("minimal", "bench-512m", "512M");
   console.log(`golden build (0.5 GB image): ${fmt(g512)}`);
 
   const restore = await series("golden", RUNS);
@@ -139,10 +143,21 @@ try {
   console.log(`4 creates concurrently: ${fmt(concurrent)}; 4 creates one after another: ${fmt(serial)}`);
   console.log(`  serial / concurrent ratio: ${(serial / concurrent).toFixed(2)}x`);
 
-  const small = await series("golden", RUNS);
-  const g4 = await golden("bench-4g", "4G");
+  const g4 = await golden("minimal-4g", "bench", "4G");
   console.log(`golden build (4 GB image): ${fmt(g4)}`);
-  const big = await series("golden", RUNS);
+  // Interleaved so that load drift on the host hits both series alike.
+  const small: number[] = [];
+  const big: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    for (const [template, out] of [
+      ["minimal", small],
+      ["minimal-4g", big],
+    ] as const) {
+      const r = await createOnce("golden", template);
+      out.push(r.ms);
+      await ex.remove(r.slug, quiet);
+    }
+  }
   console.log(`restore create-to-site-200 with 0.5 GB image: p50 ${fmt(p50(small))}  [${list(small)}]`);
   console.log(`restore create-to-site-200 with 4 GB image:   p50 ${fmt(p50(big))}  [${list(big)}]`);
   console.log(`  4 GB / 0.5 GB p50 ratio: ${(p50(big) / p50(small)).toFixed(2)}x`);

@@ -35,8 +35,8 @@ export function qemuUnavailable(): string | null {
 }
 
 /** Builds (or reuses) the minimal image: kernel from Debian's apt, busybox rootfs. */
-export function buildMinimalImage(version: string, size = "512M"): string {
-  const out = join(IMAGES_DIR, "minimal", version);
+export function buildMinimalImage(version: string, size = "512M", template = "minimal"): string {
+  const out = join(IMAGES_DIR, template, version);
   execFileSync(join(REPO, "scripts", "build-image.sh"), ["minimal", out, "--size", size], {
     stdio: ["ignore", "ignore", "inherit"],
     timeout: 180_000,
@@ -48,12 +48,12 @@ export function boxSpec(
   slug: string,
   ip: string,
   generation = 1,
-  opts: { tap?: boolean; diskGb?: number } = {},
+  opts: { tap?: boolean; diskGb?: number; template?: string } = {},
 ): VmSpec {
   const mac = macForIp(ip);
   return {
     slug,
-    template: "minimal",
+    template: opts.template ?? "minimal",
     vcpu: 1,
     memoryMb: 256,
     diskGb: opts.diskGb ?? 1,
