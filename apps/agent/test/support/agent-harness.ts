@@ -43,6 +43,7 @@ export function testConfig(raw: Record<string, unknown>): AgentConfig {
     domain: "host-1.example.test",
     apiToken: API_TOKEN,
     listen: "127.0.0.1:0",
+    backend: "fake",
     heartbeatIntervalMs: 500,
     reconcileIntervalMs: 600_000,
     claimWaitMs: 2_000,
