@@ -12,10 +12,19 @@ export interface BoxMetadata {
   env: BoxEnv;
   network: { ip: string; prefix: number; gateway: string; mac: string; dns: string[] };
   /** Fresh per clone: never shared between clones of one golden snapshot. */
-  secrets: { machine_id: string; seed: string; db_password: string; encryption_key: string; admin_password: string };
+  secrets: {
+    machine_id: string;
+    seed: string;
+    db_password: string;
+    encryption_key: string;
+    admin_password: string;
+  };
   /** Wall clock at issue time (ms since epoch); the guest sets its clock from it. */
   issued_at: number;
-  /** Bumped on every boot/restore so the guest knows to re-apply. */
+  /**
+   * Bumped on every boot/restore so the guest knows to re-apply. 0 is reserved for the
+   * golden build (its guest does not mount the data volume); boxes always get 1 or more.
+   */
   generation: number;
 }
 
@@ -65,7 +74,11 @@ export interface StepReporter {
  */
 export interface Executor {
   readonly backend: "qemu" | "firecracker";
-  /** Restore a new box from the template's golden snapshot (copy-on-write disks). */
+  /**
+   * Restore a new box from the template's golden snapshot (copy-on-write disks). The
+   * restored VM keeps the golden build's memory size and vCPUs (a snapshot fixes them);
+   * `spec.memoryMb`/`vcpu` apply to cold boots.
+   */
   createFromGolden(spec: VmSpec, report: StepReporter): Promise<Upstream>;
   /** Cold-boot a new box from the template image (fallback for the default template). */
   createColdBoot(spec: VmSpec, report: StepReporter): Promise<Upstream>;
