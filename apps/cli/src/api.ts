@@ -117,8 +117,9 @@ export class ApiClient {
       .jobs;
   createBox = (req: CreateBoxRequest) => this.json(BoxWithJob, "POST", "/boxes", req);
   action = (slug: string, action: "start" | "stop" | "reset") =>
-    this.json(BoxWithJob, "POST", `/boxes/${encodeURIComponent(slug)}/${action}`, {});
-  deleteBox = (slug: string) => this.json(BoxWithJob, "DELETE", `/boxes/${encodeURIComponent(slug)}`);
+    forBox(slug, this.json(BoxWithJob, "POST", `/boxes/${encodeURIComponent(slug)}/${action}`, {}));
+  deleteBox = (slug: string) =>
+    forBox(slug, this.json(BoxWithJob, "DELETE", `/boxes/${encodeURIComponent(slug)}`));
   tokens = async () => (await this.json(z.object({ tokens: z.array(ApiToken) }), "GET", "/tokens")).tokens;
   revokeToken = async (id: string) => {
     await this.raw("DELETE", `/tokens/${encodeURIComponent(id)}`);
@@ -143,6 +144,18 @@ export class ApiClient {
     } finally {
       await this.raw("POST", "/auth/logout", { headers }).catch(() => {});
     }
+  }
+}
+
+/** Puts the box's name into hints like "doppio status NAME". */
+async function forBox<T>(slug: string, request: Promise<T>): Promise<T> {
+  try {
+    return await request;
+  } catch (err) {
+    if (err instanceof ApiError && err.hint?.includes("NAME")) {
+      throw new ApiError(err.status, err.code, err.message, err.hint.replace("NAME", slug), err.kind);
+    }
+    throw err;
   }
 }
 

@@ -101,7 +101,10 @@ export function resolveTarget(settings: Settings, config: ConfigFile, contextFla
   }
   const url = settings.url ? normalizeUrl(settings.url) : ctx?.url;
   if (!url) {
-    throw usageError("no control plane configured", "run: doppio login --url https://boxes.example.com");
+    throw usageError(
+      "no control plane configured",
+      "run: doppio login --url https://boxes.example.com (or set DOPPIO_URL)",
+    );
   }
   // A context's token is only ever sent to that context's own URL.
   const token = settings.token ?? (ctx && ctx.url === url ? ctx.token : undefined);

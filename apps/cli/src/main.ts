@@ -75,6 +75,12 @@ function commandPath(program: Command, argv: readonly string[]): string {
 
 /** Entry point of the `doppio` binary. */
 export async function main(): Promise<void> {
+  // A failure outside any command's promise chain still ends in the CLI's one-line format.
+  process.on("unhandledRejection", (err) => {
+    process.stderr.write(`doppio: unexpected error: ${err instanceof Error ? err.message : String(err)}\n`);
+    if (process.argv.includes("--debug") && err instanceof Error) process.stderr.write(`${err.stack}\n`);
+    process.exit(EXIT_CODES.failed);
+  });
   let code: number;
   try {
     const io = processIo(loadSettings(process.env));

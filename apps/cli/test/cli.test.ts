@@ -198,6 +198,9 @@ describe("doppio CLI against a real control plane", () => {
     const r = await home.run(["status", "no-such-box"]);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe('doppio: box "no-such-box" not found\nhint: list your boxes with: doppio ls\n');
+    const debug = await home.run(["status", "no-such-box", "--debug"]);
+    expect(debug.code).toBe(1);
+    expect(debug.stderr).toMatch(/^doppio: box "no-such-box" not found\n[\s\S]*\n\s+at /);
   });
 
   it("exits 2 for malformed --env and other usage errors, creating nothing", async () => {

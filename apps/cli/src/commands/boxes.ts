@@ -1,5 +1,5 @@
 import type { Box, Job } from "@doppio/contracts";
-import type { Command } from "commander";
+import { type Command, Option } from "commander";
 import type { ApiClient, BoxWithJob } from "../api.ts";
 import type { App } from "../app.ts";
 import { CliError, failed, usageError } from "../errors.ts";
@@ -113,6 +113,8 @@ Examples:
       .option("--no-wait", "return as soon as the job is queued")
       .option("--json", "print JSON ({box, job})");
     if (spec.confirm) cmd.option("-y, --yes", "do not ask for confirmation (required without a terminal)");
+    // Accepted everywhere so scripts can pass --yes to any action; start and stop never ask.
+    else cmd.addOption(new Option("-y, --yes").hideHelp());
     cmd
       .addHelpText(
         "after",

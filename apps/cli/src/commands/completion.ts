@@ -16,7 +16,9 @@ function specOf(cmd: Command): CommandSpec {
     name: cmd.name(),
     description: cmd.description(),
     options: [
-      ...cmd.options.flatMap((o) => [o.long, o.short].filter((f): f is string => Boolean(f))),
+      ...cmd.options
+        .filter((o) => !o.hidden)
+        .flatMap((o) => [o.long, o.short].filter((f): f is string => Boolean(f))),
       "--help",
     ],
     // Box names complete from the server for commands acting on an existing box.
