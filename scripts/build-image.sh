@@ -25,8 +25,16 @@ src=$repo/images/$template
 [ -d "$src" ] || { echo "no image recipe at $src" >&2; exit 2; }
 
 MODULES=(virtio_ring virtio virtio_mmio virtio_blk failover net_failover virtio_net qemu_fw_cfg)
-kpkg=$(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image-6\.1\.[0-9-]+-cloud-amd64$/ {print $2; exit}')
-[ -n "$kpkg" ] || { echo "cannot resolve the Debian cloud kernel package" >&2; exit 1; }
+resolve_kernel() {
+  apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-6\.1\.[0-9-]+-cloud-amd64$/ {print $2; exit}'
+}
+kpkg=$(resolve_kernel)
+if [ -z "$kpkg" ]; then
+  # Fresh hosts (CI) may have no package lists yet.
+  apt-get update -qq >/dev/null 2>&1 || true
+  kpkg=$(resolve_kernel)
+fi
+[ -n "$kpkg" ] || { echo "cannot resolve the Debian cloud kernel package (apt-cache depends linux-image-cloud-amd64)" >&2; exit 1; }
 kver=$(apt-cache show --no-all-versions "$kpkg" | awk '/^Version:/ {print $2; exit}')
 bver=$(apt-cache show --no-all-versions busybox-static | awk '/^Version:/ {print $2; exit}')
 
@@ -86,7 +94,7 @@ done
 cp -a "$src/rootfs/." "$rfs/"
 printf 'root:x:0:0:root:/root:/bin/sh\n' > "$rfs/etc/passwd"
 printf 'root:x:0:\n' > "$rfs/etc/group"
-mkfs.ext4 -q -F -L doppio-root -E root_owner=0:0 -d "$rfs" "$work/rootfs.ext4" "$size"
+mkfs.ext4 -q -F -L doppio-root -E root_owner=0:0 -d "$rfs" "$work/rootfs.ext4" "$size" >/dev/null
 qemu-img convert -f raw -O qcow2 "$work/rootfs.ext4" "$work/rootfs.qcow2"
 
 mkdir -p "$out"

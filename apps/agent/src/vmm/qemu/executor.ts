@@ -15,7 +15,7 @@ import { detectAccel, hostTscKhz } from "./accel.ts";
 import type { Accel } from "./args.ts";
 import type { QemuContext } from "./context.ts";
 import { QemuError } from "./errors.ts";
-import { buildGoldenSnapshot, currentGolden } from "./golden.ts";
+import { buildGoldenSnapshot, currentGolden, pruneGoldenBuilds } from "./golden.ts";
 import { type LaunchDeps, launchBox, type Origin, upstreamOf } from "./launch.ts";
 import { type BoxPaths, boxesDir, boxPaths } from "./layout.ts";
 import { isVmProcess, killVm, readPid } from "./process.ts";
@@ -169,6 +169,9 @@ export class QemuExecutor implements Executor {
       try {
         const m = await buildGoldenSnapshot(this.#ctx, template, report);
         entry.building = false;
+        const removed = await pruneGoldenBuilds(this.#ctx, template.name, await this.#goldenDirsInUse());
+        if (removed.length)
+          this.#ctx.log.info({ template: template.name, removed }, "old golden builds removed");
         return { template: m.template, version: m.version, status: "ready", builtAt: m.builtAt, error: null };
       } catch (err) {
         entry.building = false;
@@ -263,6 +266,17 @@ export class QemuExecutor implements Executor {
 
   async #removeTap(record: BoxRecord | null): Promise<void> {
     if (record?.tap && this.#network) await this.#network.removeTap(record.tap);
+  }
+
+  /** Golden build dirs that boxes on this host were restored from (their disks back onto them). */
+  async #goldenDirsInUse(): Promise<Set<string>> {
+    const used = new Set<string>();
+    for (const e of await readdir(boxesDir(this.#ctx.dataDir), { withFileTypes: true }).catch(() => [])) {
+      if (!e.isDirectory()) continue;
+      const r = await readJson<BoxRecord>(join(boxesDir(this.#ctx.dataDir), e.name, "box.json"));
+      if (r?.goldenDir) used.add(r.goldenDir);
+    }
+    return used;
   }
 
   #launchDeps(): LaunchDeps {

@@ -185,9 +185,29 @@ function goldenMetadata(ctx: QemuContext, t: TemplateSpec, mac: string): BoxMeta
   };
 }
 
-/** Golden builds of a template other than the current one (candidates for cleanup). */
-export async function goldenBuildDirs(ctx: QemuContext, template: string): Promise<string[]> {
+/**
+ * Deletes golden builds of `template` that no box was restored from, keeping the current
+ * and the previous build (a create may have read the previous pointer a moment ago).
+ */
+export async function pruneGoldenBuilds(
+  ctx: QemuContext,
+  template: string,
+  referenced: Set<string>,
+): Promise<string[]> {
   const dir = goldenTemplateDir(ctx.dataDir, template);
-  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
-  return entries.filter((e) => e.isDirectory()).map((e) => join(dir, e.name));
+  const builds: Array<{ dir: string; builtAt: string }> = [];
+  for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    if (!e.isDirectory()) continue;
+    const m = await readJson<GoldenManifest>(join(dir, e.name, "manifest.json"));
+    // A build without a manifest is in progress (or failed and was already removed).
+    if (m) builds.push({ dir: join(dir, e.name), builtAt: m.builtAt });
+  }
+  builds.sort((a, b) => b.builtAt.localeCompare(a.builtAt));
+  const removed: string[] = [];
+  for (const b of builds.slice(2)) {
+    if (referenced.has(b.dir)) continue;
+    await rm(b.dir, { recursive: true, force: true });
+    removed.push(b.dir);
+  }
+  return removed;
 }
