@@ -2,6 +2,10 @@
  * IPv4 arithmetic for the box pool. Layout of the configured CIDR (spec page 03 §4a):
  * network, gateway = first address, pool, golden = last usable address, broadcast.
  */
+import { ipToNum, numToIp } from "./net/ipv4.ts";
+
+export { ipToNum, numToIp };
+
 export interface PoolLayout {
   cidr: string;
   prefix: number;
@@ -12,21 +16,6 @@ export interface PoolLayout {
   /** Inclusive range handed to boxes. */
   first: number;
   last: number;
-}
-
-export function ipToNum(ip: string): number {
-  const parts = ip.split(".");
-  if (parts.length !== 4) throw new Error(`not an IPv4 address: ${ip}`);
-  let n = 0;
-  for (const p of parts) {
-    if (!/^\d{1,3}$/.test(p) || Number(p) > 255) throw new Error(`not an IPv4 address: ${ip}`);
-    n = n * 256 + Number(p);
-  }
-  return n;
-}
-
-export function numToIp(n: number): string {
-  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join(".");
 }
 
 /** Null when the CIDR is not usable for a pool (needs room for at least one box). */

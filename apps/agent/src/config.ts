@@ -38,6 +38,11 @@ export const AgentConfig = z
     /** `fake` is the in-memory test double; it refuses to load without DOPPIO_AGENT_ALLOW_FAKE=1. */
     backend: z.enum(["qemu", "firecracker", "fake"]).default("qemu"),
     networkMode: z.enum(["tap", "user"]).default("tap"),
+    /**
+     * Network namespace that holds the bridge and the VMMs (local stacks on shared machines,
+     * where the VM pool must not touch the root namespace). Unset in production.
+     */
+    netns: z.string().min(1).optional(),
     caddyAdminUrl: z.url().optional(),
     listen: HostPort.default("127.0.0.1:8090"),
     /** Bearer token for the agent's own HTTP API (everything except /health and edge routes). */
@@ -113,6 +118,7 @@ const ENV: Record<string, { path: string[]; type: "string" | "number" }> = {
   DOPPIO_AGENT_DOMAIN: { path: ["domain"], type: "string" },
   DOPPIO_AGENT_BACKEND: { path: ["backend"], type: "string" },
   DOPPIO_AGENT_NETWORK_MODE: { path: ["networkMode"], type: "string" },
+  DOPPIO_AGENT_NETNS: { path: ["netns"], type: "string" },
   DOPPIO_AGENT_BRIDGE: { path: ["bridge", "name"], type: "string" },
   DOPPIO_AGENT_CIDR: { path: ["bridge", "cidr"], type: "string" },
   DOPPIO_AGENT_CADDY_ADMIN_URL: { path: ["caddyAdminUrl"], type: "string" },

@@ -109,7 +109,7 @@ describe("agent HTTP API", () => {
       slug: "listed",
       state: "running",
       template: "minimal",
-      tap: "dp0a000002",
+      tap: "dbx0a000002",
     });
     for (const slug of ["missing-box", "../etc", "NOPE"]) {
       const res = await get(`/vms/${encodeURIComponent(slug)}`, API_TOKEN);

@@ -62,7 +62,7 @@ describe("agent lifecycle through the real control plane", () => {
 
     expect(a.fake.calls).toContainEqual({ method: "createFromGolden", slug: "alpha" });
     const vm = a.fake.vm("alpha")!;
-    expect(vm).toMatchObject({ state: "running", ip: "10.0.0.2", tap: "dp0a000002" });
+    expect(vm).toMatchObject({ state: "running", ip: "10.0.0.2", tap: "dbx0a000002" });
     const route = a.routes.get("alpha")!;
     expect(route.state).toBe("running");
     expect(route.upstream(8000)).toBe("10.0.0.2:8000");
@@ -70,7 +70,7 @@ describe("agent lifecycle through the real control plane", () => {
     expect(a.agent.boxes.get("alpha")).toMatchObject({
       desiredState: "running",
       ip: "10.0.0.2",
-      mac: "02:dc:0a:00:00:02",
+      mac: "06:00:0a:00:00:02",
     });
     expect(a.agent.boxes.get("alpha")!.spec.env).toEqual({ GREETING: "hi" });
     // Every event reached the control plane.
@@ -123,7 +123,7 @@ describe("agent lifecycle through the real control plane", () => {
     expect(a.routes.get("alpha")).toBeUndefined();
     expect(a.agent.ipPool.get("alpha")).toBeNull();
     expect(a.agent.boxes.get("alpha")).toBeNull();
-    expect(await a.fake.listTaps()).not.toContain("dp0a000002");
+    expect(await a.fake.listTaps()).not.toContain("dbx0a000002");
 
     await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "epsilon" });
     const reused = await waitForBox(cp, "epsilon", "running");

@@ -45,19 +45,19 @@ describe("reconcile", () => {
 
   it("removes VMs, TAPs and addresses that belong to no box", async () => {
     a.fake.plantOrphan("ghost", "10.0.0.200");
-    a.fake.plantTap("dp0a0000c8");
+    a.fake.plantTap("dbx0a0000c8");
     a.agent.ipPool.allocate("nobody");
     const actions = await a.agent.reconciler.reconcileOnce();
     expect(actions).toEqual(
       expect.arrayContaining([
         { kind: "removed_vm", slug: "ghost" },
         { kind: "freed_ip", slug: "nobody", ip: expect.any(String) },
-        { kind: "removed_tap", tap: "dp0a0000c8" },
+        { kind: "removed_tap", tap: "dbx0a0000c8" },
       ]),
     );
     expect(actions).toHaveLength(3);
     expect(a.fake.vm("ghost")).toBeUndefined();
-    expect(await a.fake.listTaps()).not.toContain("dp0a0000c8");
+    expect(await a.fake.listTaps()).not.toContain("dbx0a0000c8");
     expect(a.agent.ipPool.get("nobody")).toBeNull();
     // Real boxes were not touched.
     expect(await a.fake.inspect("phoenix")).toBe("running");

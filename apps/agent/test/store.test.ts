@@ -1,12 +1,12 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { poolLayout } from "../src/cidr.ts";
-import { parseConfig } from "../src/config.ts";
+import { loadConfig, parseConfig } from "../src/config.ts";
 import { AgentError } from "../src/errors.ts";
-import { macForIp, tapNameForIp } from "../src/host-ids.ts";
 import { type Db, openStore, SCHEMA_VERSION } from "../src/store/db.ts";
 import { IpPool } from "../src/store/ip-pool.ts";
 import { JobStore } from "../src/store/jobs.ts";
@@ -149,6 +149,13 @@ describe("config", () => {
     ]);
   });
 
+  it("accepts the shipped example file", () => {
+    const file = path.join(path.dirname(fileURLToPath(import.meta.url)), "../config.example.yaml");
+    const c = loadConfig(["--config", file], { DOPPIO_AGENT_API_TOKEN: "from-the-environment-0123" });
+    expect(c).toMatchObject({ backend: "qemu", concurrency: 4, apiToken: "from-the-environment-0123" });
+    expect(c.edge?.tls.mode).toBe("https");
+  });
+
   it("lets environment variables override the file", () => {
     const c = parseConfig(base, { DOPPIO_AGENT_CONCURRENCY: "9", DOPPIO_AGENT_CIDR: "10.5.0.0/24" });
     expect(c.concurrency).toBe(9);
@@ -173,13 +180,5 @@ describe("config", () => {
     expect(message).toContain("apiToken:");
     expect(message).toContain("bridge.cidr: CIDR prefix must be between /8 and /29");
     expect(message).toMatch(/bogus/);
-  });
-});
-
-describe("host ids", () => {
-  it("derives a short TAP name and a locally administered MAC from the address", () => {
-    expect(tapNameForIp("10.0.0.2")).toBe("dp0a000002");
-    expect(tapNameForIp("10.0.255.253").length).toBeLessThanOrEqual(15);
-    expect(macForIp("10.0.1.2")).toBe("02:dc:0a:00:01:02");
   });
 });

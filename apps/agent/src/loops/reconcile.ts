@@ -1,10 +1,10 @@
 import type { Logger } from "pino";
 import { Wakeup } from "../clock.ts";
-import { tapNameForIp } from "../host-ids.ts";
 import { publishRunning, publishStopped, vmSpec } from "../jobs/handlers/common.ts";
 import type { HandlerDeps } from "../jobs/registry.ts";
 import type { JobRunner } from "../jobs/runner.ts";
 import type { Metrics } from "../metrics.ts";
+import { tapNameForIp } from "../net/naming.ts";
 import type { StepReporter } from "../vmm/executor.ts";
 
 export type ReconcileAction =

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import type { BoxJobPayload } from "@doppio/contracts";
-import { macForIp, tapNameForIp } from "../../host-ids.ts";
+import { macForIp, tapNameForIp } from "../../net/naming.ts";
 import type { BoxSpec, StoredBox } from "../../store/boxes.ts";
 import type { BoxMetadata, Upstream, VmSpec } from "../../vmm/executor.ts";
 import type { HandlerDeps } from "../registry.ts";
