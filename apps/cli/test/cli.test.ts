@@ -4,6 +4,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PASSWORD, TestClient, uniqueEmail } from "../../api/test/support/client.ts";
 import { startControlPlane, type TestControlPlane } from "../../api/test/support/control-plane.ts";
+import { startBufferingProxy } from "./support/buffering-proxy.ts";
 import { buildCli, type CliHome, cliHome } from "./support/cli.ts";
 import { type ScriptedAgent, startScriptedAgent } from "./support/scripted-agent.ts";
 
@@ -104,6 +105,22 @@ describe("doppio CLI against a real control plane", () => {
     });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("Box sse-box is running.");
+  });
+
+  it("falls back to polling when a proxy holds the event stream back", async () => {
+    const proxy = await startBufferingProxy(cp.url);
+    try {
+      const config = JSON.parse(await readFile(configFile(), "utf8"));
+      const token = config.contexts[config.current].token as string;
+      const r = await home.run(["create", "poll-box", "--template", "minimal"], {
+        env: { DOPPIO_URL: proxy.url, DOPPIO_TOKEN: token, DOPPIO_POLL_MS: "300" },
+      });
+      expect(r.stderr).toContain("creating poll-box: succeeded");
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain("Box poll-box is running.");
+    } finally {
+      await proxy.close();
+    }
   });
 
   it("lists boxes as a table and as JSON", async () => {
