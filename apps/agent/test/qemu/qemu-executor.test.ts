@@ -198,6 +198,19 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
     expect((await ex.list()).map((b) => b.slug)).toEqual(["clone-a"]);
   });
 
+  it("a create that cannot proceed fails with a code and leaves nothing behind", async () => {
+    const noGolden = { ...boxSpec("orphan-box", "10.0.0.30"), template: "nothing-here" };
+    await expect(ex.createFromGolden(noGolden, new RecordingReporter())).rejects.toMatchObject({
+      code: "golden_missing",
+    });
+    await expect(
+      ex.createFromGolden(boxSpec("orphan-box", "10.0.0.30", 0), new RecordingReporter()),
+    ).rejects.toMatchObject({ code: "invalid_spec" });
+    expect(await ex.inspect("orphan-box")).toBe("gone");
+    expect(existsSync(boxPaths(dataDir, "orphan-box").dir)).toBe(false);
+    expect(await net.listTaps()).not.toContain(tapNameForIp("10.0.0.30"));
+  });
+
   it("user-mode networking forwards the template ports to loopback", async () => {
     const up = await ex.createFromGolden(
       boxSpec("laptop-box", "10.0.0.9", 1, { tap: false }),

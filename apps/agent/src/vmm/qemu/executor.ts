@@ -225,7 +225,9 @@ export class QemuExecutor implements Executor {
       return await launchBox(this.#launchDeps(), spec, paths, origin, report);
     } catch (err) {
       await this.#kill(paths).catch(() => undefined);
-      await this.#removeTap(await readJson<BoxRecord>(paths.record)).catch(() => undefined);
+      // The record may not exist yet when the failure came before it was written.
+      const tap = (await readJson<BoxRecord>(paths.record))?.tap ?? spec.net.tap;
+      if (tap && this.#network) await this.#network.removeTap(tap).catch(() => undefined);
       await rm(paths.dir, { recursive: true, force: true });
       throw err;
     }
