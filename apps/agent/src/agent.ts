@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { HeartbeatResponse } from "@doppio/contracts";
 import type { FastifyInstance, FastifyPluginAsync } from "fastify";
 import type { Logger } from "pino";
 import { poolLayout } from "./cidr.ts";
@@ -33,6 +34,7 @@ export interface AgentDeps {
   imageBuilder?: ImageBuilder | null;
   registry?: Registry;
   metrics?: Metrics;
+  onHeartbeat?: (res: HeartbeatResponse) => void;
   /** The edge: its Fastify plugin (mounted unauthenticated) and the Caddy config keeper. */
   edge?: {
     plugin: FastifyPluginAsync<never>;
@@ -88,7 +90,15 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
     metrics,
   });
   const heartbeat = new HeartbeatLoop(
-    { config, executor: d.executor, ipPool, store: jobs, cp: d.cp, log: log.child({ loop: "heartbeat" }) },
+    {
+      config,
+      executor: d.executor,
+      ipPool,
+      store: jobs,
+      cp: d.cp,
+      log: log.child({ loop: "heartbeat" }),
+      ...(d.onHeartbeat ? { onResponse: d.onHeartbeat } : {}),
+    },
     config.heartbeatIntervalMs,
   );
   const runner = new JobRunner({

@@ -69,8 +69,11 @@ export const AgentConfig = z
     /** Edge wiring (Caddy). Present only on hosts that route box traffic through Caddy. */
     edge: z
       .strictObject({
-        /** PEM file with the control plane's Ed25519 public key (verifies hand-off tokens). */
-        controlPlaneKeyFile: z.string().min(1),
+        /**
+         * PEM file with the control plane's Ed25519 public key (verifies hand-off tokens).
+         * Optional: every heartbeat answer carries the key too, and the latest one is used.
+         */
+        controlPlaneKeyFile: z.string().min(1).optional(),
         tls: z.discriminatedUnion("mode", [
           z.strictObject({ mode: z.literal("http"), listen: z.string() }),
           z.strictObject({
@@ -80,7 +83,7 @@ export const AgentConfig = z
             acmeCa: z.string().optional(),
           }),
         ]),
-        /** Control-plane URL template for signing in to a private box URL. */
+        /** Control-plane sign-in hand-off (GET /api/v1/access/open?host=&next=). */
         signInUrl: z.url().optional(),
         checkIntervalMs: z.number().int().min(100).default(10_000),
       })

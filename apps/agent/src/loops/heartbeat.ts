@@ -18,6 +18,8 @@ export interface HeartbeatDeps {
   store: JobStore;
   cp: ControlPlane;
   log: Logger;
+  /** Sees every answer (the edge takes the control plane's access key from it). */
+  onResponse?: (res: HeartbeatResponse) => void;
 }
 
 /** The host's truth for the control plane: inventory, capacity, golden status, held jobs. */
@@ -73,6 +75,7 @@ export class HeartbeatLoop {
     const res = await this.d.cp.heartbeat(await buildHeartbeat(this.d));
     this.expected = res.boxes;
     this.lastOkAt = new Date();
+    this.d.onResponse?.(res);
     if (res.drift.length > 0) this.d.log.info({ drift: res.drift }, "control plane reports drift");
     return res;
   }

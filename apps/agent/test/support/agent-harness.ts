@@ -10,6 +10,7 @@ import { systemClock } from "../../src/clock.ts";
 import { type AgentConfig, parseConfig } from "../../src/config.ts";
 import { type ControlPlane, HttpControlPlane } from "../../src/control-plane.ts";
 import { MemoryRouteTable } from "../../src/edge/routes.ts";
+import { buildEdge } from "../../src/edge-wiring.ts";
 import { FakeExecutor, type FakeExecutorOptions } from "../../src/vmm/fake.ts";
 
 export const API_TOKEN = "test-agent-api-token-0123456789";
@@ -69,6 +70,8 @@ export async function startAgent(opts: {
   fake?: FakeExecutorOptions;
   wrapCp?: (cp: ControlPlane) => ControlPlane;
   listen?: boolean;
+  /** Wire the edge (plugin + Caddy keeper) the way main.ts does, from config.edge. */
+  edge?: boolean;
 }): Promise<TestAgent> {
   const dataDir = await mkdtemp(path.join(tmpdir(), "doppio-agent-"));
   const config = testConfig({
@@ -80,6 +83,8 @@ export async function startAgent(opts: {
   const fake = new FakeExecutor({ golden: { minimal: "ready" }, ...opts.fake });
   const routes = new MemoryRouteTable();
   const http = new HttpControlPlane(config.controlPlaneUrl, config.serverToken, 5_000);
+  const log = pino({ level: process.env.DOPPIO_TEST_LOG ?? "silent" });
+  const edge = opts.edge ? await buildEdge(config, routes, log) : null;
   const agent = await createAgent({
     config,
     executor: fake,
@@ -87,7 +92,8 @@ export async function startAgent(opts: {
     cp: opts.wrapCp ? opts.wrapCp(http) : http,
     routes,
     clock: systemClock,
-    log: pino({ level: process.env.DOPPIO_TEST_LOG ?? "silent" }),
+    log,
+    ...(edge ? { edge: edge.deps, onHeartbeat: edge.onHeartbeat } : {}),
   });
   const apiUrl = await agent.start({ listen: opts.listen ?? false });
   return {
