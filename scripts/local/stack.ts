@@ -5,7 +5,6 @@ import path from "node:path";
 import { stringify as toYaml } from "yaml";
 import {
   alive,
-  cmdline,
   readPids,
   removeFile,
   startService,

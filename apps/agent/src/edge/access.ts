@@ -1,8 +1,8 @@
 import { createSecretKey, type KeyObject, randomBytes } from "node:crypto";
 import { chmod, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { EdgeError } from "./errors.ts";
 import { type Audience, mint, type VerifyResult, verify } from "@doppio/access-token";
+import { EdgeError } from "./errors.ts";
 
 export const ACCESS_COOKIE = "doppio_access";
 export const AUTH_PATH = "/__doppio/auth";

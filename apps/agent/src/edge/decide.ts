@@ -1,5 +1,5 @@
-import { AUTH_PATH, type EdgeAccess, safeNext } from "./access.ts";
 import { type BoxHost, guestPort, parseBoxHost } from "@doppio/contracts";
+import { AUTH_PATH, type EdgeAccess, safeNext } from "./access.ts";
 import { type Page, pages } from "./pages.ts";
 import type { RouteTable } from "./routes.ts";
 

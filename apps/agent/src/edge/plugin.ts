@@ -1,6 +1,6 @@
+import { parseBoxHost } from "@doppio/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { type DecideDeps, decide } from "./decide.ts";
-import { parseBoxHost } from "@doppio/contracts";
 
 export const CHECK_PATH = "/edge/check";
 export const ASK_PATH = "/tls/ask";

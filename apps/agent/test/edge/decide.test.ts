@@ -1,9 +1,9 @@
 import { createSecretKey, randomBytes } from "node:crypto";
+import { generateEd25519, mint } from "@doppio/access-token";
 import { describe, expect, it } from "vitest";
 import { EdgeAccess } from "../../src/edge/access.ts";
 import { type DecideDeps, decide, type EdgeRequest } from "../../src/edge/decide.ts";
 import { MemoryRouteTable } from "../../src/edge/routes.ts";
-import { generateEd25519, mint } from "@doppio/access-token";
 
 const D = "doppio.test";
 const NOW = Date.UTC(2026, 5, 1);

@@ -3,6 +3,7 @@ import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { parseBoxHost } from "@doppio/contracts";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadOrCreateCookieKey, safeNext } from "../../src/edge/access.ts";
 import {
@@ -12,7 +13,6 @@ import {
   tlsConfig,
 } from "../../src/edge/caddy-config.ts";
 import { EdgeError } from "../../src/edge/errors.ts";
-import { parseBoxHost } from "@doppio/contracts";
 import { findCaddy } from "../support/caddy.ts";
 
 const D = "fc-01.doppiobox.cloud";

@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type AccessClaims, generateEd25519, mint } from "@doppio/access-token";
 import Fastify, { type FastifyInstance } from "fastify";
 import { EdgeAccess, loadOrCreateCookieKey } from "../../src/edge/access.ts";
 import { HttpCaddyAdmin } from "../../src/edge/caddy-admin.ts";
@@ -8,7 +9,6 @@ import { buildEdgeConfig } from "../../src/edge/caddy-config.ts";
 import { EdgeConfigKeeper } from "../../src/edge/edge-config.ts";
 import { edgePlugin } from "../../src/edge/plugin.ts";
 import { type BoxRoute, MemoryRouteTable } from "../../src/edge/routes.ts";
-import { type AccessClaims, generateEd25519, mint } from "@doppio/access-token";
 import { freePort, TestCaddy } from "../support/caddy.ts";
 import { FakeGuest } from "./fixtures.ts";
 
