@@ -1,3 +1,4 @@
+import path from "node:path";
 import { STEP_LABELS } from "@doppio/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PASSWORD, TestClient, uniqueEmail } from "../../api/test/support/client.ts";
@@ -16,7 +17,7 @@ describe.skipIf(!hasTmux)("doppio CLI on a terminal (tmux)", () => {
   let cp: TestControlPlane;
   let agent: ScriptedAgent;
   let home: CliHome;
-  const term = new TmuxSession();
+  let term: TmuxSession;
   const doppio = `${process.execPath} ${BIN}`;
 
   beforeAll(async () => {
@@ -36,6 +37,7 @@ describe.skipIf(!hasTmux)("doppio CLI on a terminal (tmux)", () => {
       input: PASSWORD,
     });
     expect(login.code).toBe(0);
+    term = new TmuxSession(path.join(home.dir, "tmux.sock"));
     await term.start({
       PATH: process.env.PATH ?? "/usr/bin:/bin",
       HOME: home.dir,
@@ -47,7 +49,7 @@ describe.skipIf(!hasTmux)("doppio CLI on a terminal (tmux)", () => {
   });
 
   afterAll(async () => {
-    await term.stop();
+    await term?.stop();
     await agent?.stop();
     await cp?.close();
     await home?.cleanup();

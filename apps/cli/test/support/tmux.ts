@@ -7,10 +7,11 @@ export const hasTmux = spawnSync("tmux", ["-V"]).status === 0;
 
 /** A private tmux server (own socket) with one shell; a real terminal for TTY behaviour. */
 export class TmuxSession {
-  readonly socket = `doppio-cli-test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  /** `socketPath` lives in the test's temp dir, so nothing is left in /tmp/tmux-UID. */
+  constructor(private readonly socketPath: string) {}
 
   private tmux(args: string[]) {
-    return run("tmux", ["-u", "-L", this.socket, ...args]);
+    return run("tmux", ["-u", "-S", this.socketPath, ...args]);
   }
 
   async start(env: Record<string, string>): Promise<void> {
