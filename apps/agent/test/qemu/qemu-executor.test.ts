@@ -47,6 +47,8 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
       accel: "auto",
       // The KVM probe verdict is per host: keep it across test runs.
       accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
+      // Forwarded in user mode on top of the template's readyPorts (from the golden manifest).
+      userModePorts: [9000],
       log: pino({ level: "warn" }),
     });
     t = performance.now();
@@ -220,6 +222,7 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
     expect(site).toMatch(/^127\.0\.0\.1:\d+$/);
     expect(ns.curl(`http://${site}/`).trim()).toBe("laptop-box");
     expect(ns.curl(`http://${up(8888)}/`).trim()).toBe("laptop-box");
+    expect(up(9000)).toMatch(/^127\.0\.0\.1:\d+$/);
     expect(up(5432)).toBeNull();
     await ex.remove("laptop-box", new RecordingReporter());
   });

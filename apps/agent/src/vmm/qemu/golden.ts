@@ -128,6 +128,7 @@ export async function buildGoldenSnapshot(
       disk: p.disk,
       vmstate: p.vmstate,
       mac,
+      readyPorts: t.readyPorts,
       builtAt: ctx.now().toISOString(),
     };
     await writeJson(p.manifest, manifest);

@@ -83,8 +83,13 @@ export async function launchBox(
       record.forwards = {};
       return { kind: "tap", tap: spec.net.tap, mac: spec.net.mac } satisfies NetAttachment;
     }
+    const ports = new Set([
+      ...deps.userPorts,
+      ...(origin.kind === "golden" ? (origin.golden.readyPorts ?? []) : []),
+      ...(origin.kind === "existing" ? Object.keys(origin.record.forwards).map(Number) : []),
+    ]);
     const forwards = await Promise.all(
-      deps.userPorts.map(async (guestPort) => ({ guestPort, hostPort: await freePort() })),
+      [...ports].map(async (guestPort) => ({ guestPort, hostPort: await freePort() })),
     );
     record.forwards = Object.fromEntries(forwards.map((f) => [String(f.guestPort), f.hostPort]));
     return {

@@ -16,6 +16,8 @@ export interface GoldenManifest {
   disk: string;
   vmstate: string;
   mac: string;
+  /** The template's ports: forwarded to loopback for user-mode clones. */
+  readyPorts?: number[];
   builtAt: string;
 }
 
