@@ -54,10 +54,11 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
   /** Failed API answers the current test provokes on purpose; any other fails it. */
   let expectedFailures: string[] = [];
   afterEach(() => {
-    expect(browser.consoleErrors).toEqual([]);
-    expect(browser.failedResponses).toEqual(expectedFailures);
-    browser.failedResponses.length = 0;
+    const failed = browser.failedResponses.splice(0);
+    const expected = expectedFailures;
     expectedFailures = [];
+    expect(browser.consoleErrors).toEqual([]);
+    expect(failed).toEqual(expected);
   });
 
   afterAll(async () => {
@@ -194,6 +195,26 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     await screenshot("box-running");
   });
 
+  it("brings a signed-out visitor of Open VS Code back through login to the box host", async () => {
+    const codeHost = "demo-box.code.fc-test.example.test";
+    // The box host does not resolve here, so that last hop fails; the request itself is the proof.
+    expectedFailures = ["GET /api/v1/me 401", "GET /__doppio/auth failed"];
+    await page.getByRole("button", { name: "Log out" }).click();
+    await page.waitForURL(/\/dashboard\/login/);
+    await page.goto(`/api/v1/access/open?host=${codeHost}&next=%2F`);
+    await page.waitForURL(/\/dashboard\/login\?next=%2Fapi%2Fv1%2Faccess%2Fopen/);
+    await page.getByLabel("Email").fill(EMAIL);
+    await page.getByLabel("Password").fill(PASSWORD);
+    const handoff = page.waitForEvent("requestfailed", (r) => r.url().startsWith(`https://${codeHost}/`));
+    await page.getByRole("button", { name: "Log in" }).click();
+    const url = new URL((await handoff).url());
+    expect(url.pathname).toBe("/__doppio/auth");
+    expect(url.searchParams.get("token")).toBeTruthy();
+    expect(url.searchParams.get("next")).toBe("/");
+    await page.goto("/dashboard/boxes/demo-box");
+    await page.locator('.page-head [data-status="running"]').waitFor();
+  });
+
   it("edits environment variables with validated names", async () => {
     await page.getByRole("button", { name: "Add variable" }).click();
     await page.getByLabel("Name of variable 1").fill("1BAD");
@@ -208,17 +229,44 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     expect((await admin.get("/api/v1/boxes/demo-box")).body.env).toEqual({ FRAPPE_ENV: "development" });
   });
 
-  it("stops and starts the box, with buttons following its allowed actions", async () => {
+  it("catches up after the live stream drops: a change made meanwhile shows on reconnect", async () => {
+    await page.getByText("Live", { exact: true }).waitFor();
+    // Refuse new stream connections, then cut the open one as a network blip would.
+    await page.route("**/api/v1/events", (route) => route.abort());
+    cp.cp.app.server.closeAllConnections();
+    await page.getByText("Reconnecting…").waitFor();
+    const api = new TestClient(cp.url);
+    await api.post("/api/v1/auth/login", { email: EMAIL, password: PASSWORD });
+    expect((await api.post("/api/v1/boxes/demo-box/stop")).status).toBe(202);
+    await agent.runNext(["check_state", "remove_routes", "stop_vm", "teardown_network"]);
+    expect(await page.locator('.page-head [data-status="running"]').count()).toBe(1);
+    await page.unroute("**/api/v1/events");
+    await page.getByText("Live", { exact: true }).waitFor({ timeout: 20_000 });
+    await page.locator('.page-head [data-status="stopped"]').waitFor();
+    await page.locator('[data-job-status="succeeded"] h2', { hasText: /^Stop/ }).waitFor();
+    // Reconnects refused while the route was in place are the only failed requests allowed here.
+    const refused = browser.failedResponses.filter((f) => f === "GET /api/v1/events failed");
+    expect(refused).toEqual(browser.failedResponses);
+    expectedFailures = refused;
+  });
+
+  it("starts and stops the box, with buttons following its allowed actions", async () => {
+    expect(await page.getByRole("button", { name: "Stop", exact: true }).isDisabled()).toBe(true);
+    await page.getByRole("button", { name: "Start", exact: true }).click();
+    await page.locator('.page-head [data-status="starting"]').waitFor();
     expect(await page.getByRole("button", { name: "Start", exact: true }).isDisabled()).toBe(true);
+    await agent.runNext(["check_state", "setup_network", "restore_vm", "wait_ready", "add_routes"]);
+    await page.locator('.page-head [data-status="running"]').waitFor();
+    expect(await page.getByRole("button", { name: "Start", exact: true }).isDisabled()).toBe(true);
+
     await page.getByRole("button", { name: "Stop", exact: true }).click();
     await page.locator('.page-head [data-status="stopping"]').waitFor();
     await agent.runNext(["check_state", "remove_routes", "stop_vm", "teardown_network"]);
     await page.locator('.page-head [data-status="stopped"]').waitFor();
-    expect(await page.getByRole("button", { name: "Stop", exact: true }).isDisabled()).toBe(true);
+    expect(await page.getByRole("button", { name: "Open Site" }).isDisabled()).toBe(true);
     await screenshot("box-stopped");
 
     await page.getByRole("button", { name: "Start", exact: true }).click();
-    await page.locator('.page-head [data-status="starting"]').waitFor();
     await agent.runNext(["check_state", "setup_network", "restore_vm", "wait_ready", "add_routes"]);
     await page.locator('.page-head [data-status="running"]').waitFor();
   });
@@ -272,5 +320,30 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     ]);
     await page.getByRole("heading", { name: "No boxes yet" }).waitFor();
     await screenshot("boxes-after-delete");
+  });
+
+  it("shows a failed create's error in plain words", async () => {
+    await page.getByRole("link", { name: "Create your first box" }).click();
+    await page.getByLabel("Name (optional)").fill("broken-box");
+    await page.getByRole("button", { name: "Create box" }).click();
+    await page.waitForURL(/\/dashboard\/boxes\/broken-box$/);
+    const job = await agent.claim();
+    await agent.started(job);
+    await agent.step(job, "check_state", "running");
+    await agent.step(job, "check_state", "succeeded");
+    await agent.step(job, "restore_vm", "running");
+    await agent.step(job, "restore_vm", "failed", "the golden snapshot for minimal is missing on fc-test");
+    await agent.send(job, {
+      type: "result",
+      ok: false,
+      error: "the golden snapshot for minimal is missing on fc-test",
+    });
+    await page.locator('[data-job-status="failed"]').waitFor();
+    await page.locator('[data-step="restore_vm"][data-status="failed"]').waitFor();
+    const alert = await page.locator(".job").getByRole("alert").textContent();
+    expect(alert).toContain("the golden snapshot for minimal is missing on fc-test");
+    await page.locator('.page-head [data-status="error"]').waitFor();
+    expect(await page.getByRole("button", { name: "Start", exact: true }).isDisabled()).toBe(false);
+    await screenshot("box-failed");
   });
 });

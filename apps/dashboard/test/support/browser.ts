@@ -24,10 +24,10 @@ export interface TestBrowser {
   /** Console errors and uncaught page errors seen so far; a test expects none. */
   consoleErrors: string[];
   /**
-   * API answers of 400 and above, as "METHOD /path STATUS". Chromium logs each one as a
-   * console error ("Failed to load resource") even when the app handles it (401 from /me
-   * when signed out, 409 for a taken email), so those are listed here instead and a test
-   * states exactly which it expects.
+   * Answers of 400 and above ("METHOD /path STATUS") and requests that failed outright
+   * ("METHOD /path failed"). Chromium logs each as a console error ("Failed to load
+   * resource") even when the app handles it (401 from /me when signed out, 409 for a taken
+   * email), so they are listed here instead and each test states exactly which it expects.
    */
   failedResponses: string[];
   close(): Promise<void>;
@@ -50,8 +50,15 @@ export async function launchBrowser(baseURL: string): Promise<TestBrowser> {
     page.on("console", (msg) => {
       if (msg.type() !== "error") return;
       const text = msg.text();
-      if (/^Failed to load resource: the server responded with a status of \d+/.test(text)) return;
+      if (text.startsWith("Failed to load resource:")) return;
       consoleErrors.push(`${page.url()}: ${text}`);
+    });
+    page.on("requestfailed", (req) => {
+      // Requests cancelled by navigation, and event streams that were cut (the app reconnects
+      // them), are not failures.
+      const error = req.failure()?.errorText;
+      if (error === "net::ERR_ABORTED" || error === "net::ERR_INCOMPLETE_CHUNKED_ENCODING") return;
+      failedResponses.push(`${req.method()} ${new URL(req.url()).pathname} failed`);
     });
     page.on("response", (res) => {
       if (res.status() >= 400) {
