@@ -28,6 +28,7 @@ function job(patch: Partial<Job>): Job {
     steps: [],
     error: null,
     result: null,
+    log: "",
     createdAt: "2026-01-01T00:00:00.000Z",
     startedAt: null,
     finishedAt: null,

@@ -80,6 +80,8 @@ export const Job = z.object({
   steps: z.array(JobStep),
   error: z.string().nullable(),
   result: z.record(z.string(), z.unknown()).nullable(),
+  /** The last 64 KiB of log lines the agent reported for this job. */
+  log: z.string(),
   createdAt: z.string(),
   startedAt: z.string().nullable(),
   finishedAt: z.string().nullable(),

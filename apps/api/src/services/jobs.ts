@@ -35,6 +35,7 @@ export function toJob(
     steps: row.steps.map((s) => ({ ...s, detail: s.detail ?? null })) as Job["steps"],
     error: row.error,
     result: row.result,
+    log: row.log,
     createdAt: row.createdAt.toISOString(),
     startedAt: row.startedAt?.toISOString() ?? null,
     finishedAt: row.finishedAt?.toISOString() ?? null,

@@ -35,7 +35,7 @@ export function registerInfoCommands(program: Command, app: App): void {
 
   program
     .command("logs <name>")
-    .description("show the steps of a box's jobs; -f follows them live")
+    .description("show the steps and log lines of a box's jobs; -f follows them live")
     .option("-f, --follow", "keep following new jobs and steps (Ctrl-C to stop)")
     .option("--json", "print JSON (the box's jobs; not with --follow)")
     .addHelpText(
@@ -172,6 +172,12 @@ class StepPrinter {
         `${clockTime(at)}  ${mark} ${STEP_LABELS[step.name]}${took}${detail}`,
       );
     });
+    job.log
+      .split("\n")
+      .filter(Boolean)
+      .forEach((line, i) => {
+        this.once(`${job.id}:log:${i}`, `   | ${line}`);
+      });
     if (job.status === "succeeded" || job.status === "failed") {
       const error = job.error ? `: ${job.error}` : "";
       this.once(`${job.id}:final`, `   ${job.status}${error}`);
