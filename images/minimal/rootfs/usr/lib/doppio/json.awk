@@ -1,6 +1,7 @@
 # Flattens the box metadata JSON (one document on stdin) into shell assignments that are
 # safe to eval: keys become M_<path with non-alphanumerics as _>, values are single-quoted.
 #   mode=meta: every scalar except env.*       ->  M_network_ip='10.0.0.2'
+#              and, with -v envfile=F, env.* into F as  export NAME='value'
 #   mode=env:  only env.*                       ->  export NAME='value'
 # busybox has no jq; the host writes compact JSON (JSON.stringify) padded with spaces.
 BEGIN { RS = "\001" }
@@ -8,11 +9,18 @@ BEGIN { RS = "\001" }
 END {
   pos = 1
   n = length(s)
+  # The env file exists (possibly empty) even when there are no variables.
+  if (envfile != "") printf "" > envfile
   parse_value("")
 }
 function ws() { while (pos <= n && index(" \t\r\n", substr(s, pos, 1)) > 0) pos++ }
 function q(v) { gsub(/'/, "'\\''", v); return "'" v "'" }
 function emit(path, v,   k) {
+  if (mode == "meta" && envfile != "" && path ~ /^env\./) {
+    k = substr(path, 5)
+    if (k ~ /^[A-Za-z_][A-Za-z0-9_]*$/) print "export " k "=" q(v) > envfile
+    return
+  }
   if (mode == "env") {
     if (path ~ /^env\./) {
       k = substr(path, 5)
