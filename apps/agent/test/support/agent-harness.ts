@@ -11,6 +11,7 @@ import { type AgentConfig, parseConfig } from "../../src/config.ts";
 import { type ControlPlane, HttpControlPlane } from "../../src/control-plane.ts";
 import { MemoryRouteTable } from "../../src/edge/routes.ts";
 import { buildEdge } from "../../src/edge-wiring.ts";
+import type { Executor, HostNetwork } from "../../src/vmm/executor.ts";
 import { FakeExecutor, type FakeExecutorOptions } from "../../src/vmm/fake.ts";
 
 export const API_TOKEN = "test-agent-api-token-0123456789";
@@ -72,8 +73,11 @@ export async function startAgent(opts: {
   listen?: boolean;
   /** Wire the edge (plugin + Caddy keeper) the way main.ts does, from config.edge. */
   edge?: boolean;
+  /** A real backend instead of the fake (built with the test's data dir). */
+  backend?: (dataDir: string) => { executor: Executor; network: HostNetwork | null };
 }): Promise<TestAgent> {
   const dataDir = await mkdtemp(path.join(tmpdir(), "doppio-agent-"));
+  const real = opts.backend?.(dataDir);
   const config = testConfig({
     controlPlaneUrl: opts.cpUrl,
     serverToken: opts.token,
@@ -87,8 +91,8 @@ export async function startAgent(opts: {
   const edge = opts.edge ? await buildEdge(config, routes, log) : null;
   const agent = await createAgent({
     config,
-    executor: fake,
-    network: fake,
+    executor: real?.executor ?? fake,
+    network: real ? real.network : fake,
     cp: opts.wrapCp ? opts.wrapCp(http) : http,
     routes,
     clock: systemClock,

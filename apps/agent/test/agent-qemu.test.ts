@@ -1,0 +1,140 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { logOnlyReporter } from "../src/jobs/reporter.ts";
+import { LinuxHostNetwork } from "../src/net/host-network.ts";
+import { QemuExecutor } from "../src/vmm/qemu/executor.ts";
+import { buildMinimalImage, GOLDEN_NET, IMAGES_DIR, qemuUnavailable, REPO } from "./qemu/support.ts";
+import {
+  API_TOKEN,
+  boxJobs,
+  startAgent,
+  startCp,
+  type TestAgent,
+  type TestCp,
+  waitFor,
+  waitForBox,
+  waitForHeartbeat,
+} from "./support/agent-harness.ts";
+import { TestNetns } from "./support/netns.ts";
+
+const missing = qemuUnavailable();
+if (missing) console.warn(`SKIPPING agent + real QEMU end-to-end test: ${missing}`);
+
+/**
+ * The whole path with the real VMM: control plane → claim → agent handlers → QEMU executor
+ * (TCG here) → a guest answering on its own address inside a test-owned netns.
+ */
+describe.skipIf(missing !== null)("agent with the real QEMU executor", () => {
+  let cp: TestCp;
+  let a: TestAgent;
+  let ns: TestNetns;
+  let executor: QemuExecutor;
+  let network: LinuxHostNetwork;
+
+  beforeAll(async () => {
+    buildMinimalImage("agent-e2e");
+    ns = TestNetns.create("dbxa");
+    cp = await startCp();
+    a = await startAgent({
+      cpUrl: cp.url,
+      token: cp.agentToken,
+      listen: true,
+      config: {
+        templates: [
+          { name: "minimal", version: "agent-e2e", readyPorts: [8000, 8888], memoryMb: 256, vcpu: 1 },
+        ],
+      },
+      backend: (dataDir) => {
+        const log = pino({ level: "warn" });
+        network = new LinuxHostNetwork({ bridge: "br-devbox", cidr: "10.0.0.0/16", netns: ns.name, log });
+        executor = new QemuExecutor({
+          dataDir: join(dataDir, "qemu"),
+          imagesDir: IMAGES_DIR,
+          network,
+          netns: ns.name,
+          goldenNet: GOLDEN_NET,
+          accel: "auto",
+          accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
+          log,
+        });
+        return { executor, network };
+      },
+    });
+    await network.ensureBridge();
+    await waitForHeartbeat(cp);
+  }, 300_000);
+  afterAll(async () => {
+    if (executor) {
+      const report = logOnlyReporter({ now: () => new Date() }, a.agent.metrics, a.agent.api.log as never);
+      for (const { slug } of await executor.list())
+        await executor.remove(slug, report).catch(() => undefined);
+    }
+    await a?.close();
+    await cp?.close();
+    ns?.destroy();
+  });
+
+  it("builds the golden snapshot through the agent API", async () => {
+    const res = await fetch(`${a.apiUrl}/golden-snapshot/build`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${API_TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ template: "minimal" }),
+    });
+    expect(res.status).toBe(202);
+    await waitFor(
+      "golden ready",
+      async () => (await executor.goldenStatus("minimal")).status === "ready",
+      240_000,
+      500,
+    );
+  }, 300_000);
+
+  it("creates a box from it: running, answering on its own address, steps recorded", async () => {
+    await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "real-one" });
+    const box = await waitForBox(cp, "real-one", "running", 120_000);
+    expect(box.ip).toBe("10.0.0.2");
+    expect(ns.curl("http://10.0.0.2:8000/").trim()).toBe("real-one");
+    expect(a.routes.get("real-one")?.upstream(8888)).toBe("10.0.0.2:8888");
+    const [job] = await boxJobs(cp, "real-one");
+    expect(job.status).toBe("succeeded");
+    expect(job.steps.map((s: { name: string }) => s.name)).toContain("restore_vm");
+  }, 150_000);
+
+  it("stops and starts the box, restarts it after its VMM dies, then deletes it", async () => {
+    await cp.admin.post("/api/v1/boxes/real-one/stop");
+    await waitForBox(cp, "real-one", "stopped", 60_000);
+    expect(await executor.inspect("real-one")).toBe("stopped");
+    await cp.admin.post("/api/v1/boxes/real-one/start");
+    await waitForBox(cp, "real-one", "running", 120_000);
+    await waitFor(
+      "guest answers after start",
+      () => ns.curl("http://10.0.0.2:8000/").trim() === "real-one",
+      60_000,
+      1000,
+    );
+
+    // The VMM dies (SIGKILL by its pid file): reconcile starts it again from its disks.
+    const pid = Number(readFileSync(join(a.dataDir, "qemu", "boxes", "real-one", "qemu.pid"), "utf8").trim());
+    process.kill(pid, "SIGKILL");
+    await waitFor("VMM gone", async () => (await executor.inspect("real-one")) !== "running", 10_000);
+    expect(await a.agent.reconciler.reconcileOnce()).toEqual([{ kind: "restarted", slug: "real-one" }]);
+    expect(await executor.inspect("real-one")).toBe("running");
+    await waitFor(
+      "guest answers after reconcile",
+      () => ns.curl("http://10.0.0.2:8000/").trim() === "real-one",
+      60_000,
+      1000,
+    );
+
+    await cp.admin.del("/api/v1/boxes/real-one");
+    await waitFor(
+      "deleted",
+      async () => (await cp.admin.get("/api/v1/boxes/real-one")).status === 404,
+      60_000,
+    );
+    expect(await executor.inspect("real-one")).toBe("gone");
+    expect(a.agent.ipPool.get("real-one")).toBeNull();
+  }, 300_000);
+});
