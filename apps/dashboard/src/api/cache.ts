@@ -20,7 +20,8 @@ export function putBox(qc: QueryClient, box: Box): void {
 export function putJob(qc: QueryClient, job: Job): void {
   if (!job.box) return;
   qc.setQueryData<Job[]>(keys.jobs(job.box), (list) => {
-    if (!list) return [job];
+    // Not loaded yet: the page fetches the whole history when it needs it.
+    if (!list) return list;
     const i = list.findIndex((j) => j.id === job.id);
     if (i === -1) return [job, ...list];
     const next = list.slice();

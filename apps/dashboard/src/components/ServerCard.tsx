@@ -4,6 +4,7 @@ import { UsageBar } from "./UsageBar.tsx";
 
 /** Heartbeats come every few seconds; a minute of silence means the agent is not talking to us. */
 const STALE_MS = 60_000;
+const gb = (mb: number) => Math.round((mb / 1024) * 10) / 10;
 
 export function ServerCard({ server, now }: { server: Server; now: number }) {
   const beat = server.lastHeartbeatAt ? Date.parse(server.lastHeartbeatAt) : null;
@@ -27,7 +28,7 @@ export function ServerCard({ server, now }: { server: Server; now: number }) {
       </p>
       <div className="usages">
         <UsageBar label="CPU" used={server.used.vcpu} total={server.capacity.vcpu} unit="vCPU" />
-        <UsageBar label="Memory" used={server.used.memoryMb} total={server.capacity.memoryMb} unit="MB" />
+        <UsageBar label="Memory" used={gb(server.used.memoryMb)} total={gb(server.capacity.memoryMb)} unit="GB" />
         <UsageBar label="Disk" used={server.used.diskGb} total={server.capacity.diskGb} unit="GB" />
       </div>
       <h3>Golden snapshots</h3>
