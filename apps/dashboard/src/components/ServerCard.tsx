@@ -28,7 +28,12 @@ export function ServerCard({ server, now }: { server: Server; now: number }) {
       </p>
       <div className="usages">
         <UsageBar label="CPU" used={server.used.vcpu} total={server.capacity.vcpu} unit="vCPU" />
-        <UsageBar label="Memory" used={gb(server.used.memoryMb)} total={gb(server.capacity.memoryMb)} unit="GB" />
+        <UsageBar
+          label="Memory"
+          used={gb(server.used.memoryMb)}
+          total={gb(server.capacity.memoryMb)}
+          unit="GB"
+        />
         <UsageBar label="Disk" used={server.used.diskGb} total={server.capacity.diskGb} unit="GB" />
       </div>
       <h3>Golden snapshots</h3>
