@@ -322,10 +322,19 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     await screenshot("boxes-after-delete");
   });
 
-  it("shows a failed create's error in plain words", async () => {
-    await page.getByRole("link", { name: "Create your first box" }).click();
-    await page.getByLabel("Name (optional)").fill("broken-box");
-    await page.getByRole("button", { name: "Create box" }).click();
+  it("creates from the keyboard alone, and shows a failed create's error in plain words", async () => {
+    await page.getByRole("link", { name: "Create your first box" }).focus();
+    await page.keyboard.press("Enter");
+    await page.getByRole("radio", { name: /Minimal/i }).waitFor();
+    // Tab order: template radios (one stop), size radios (one stop), then the name field.
+    await page.getByRole("radio", { name: /Minimal/i }).focus();
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate(() => (document.activeElement as HTMLInputElement).name)).toBe("size");
+    await page.keyboard.press("ArrowRight");
+    expect(await page.getByRole("radio", { name: /Medium/ }).isChecked()).toBe(true);
+    await page.keyboard.press("Tab");
+    await page.keyboard.type("broken-box");
+    await page.keyboard.press("Enter");
     await page.waitForURL(/\/dashboard\/boxes\/broken-box$/);
     const job = await agent.claim();
     await agent.started(job);
@@ -344,6 +353,7 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     expect(alert).toContain("the golden snapshot for minimal is missing on fc-test");
     await page.locator('.page-head [data-status="error"]').waitFor();
     expect(await page.getByRole("button", { name: "Start", exact: true }).isDisabled()).toBe(false);
+    expect(await page.locator(".page-head").textContent()).toContain("medium");
     await screenshot("box-failed");
   });
 });

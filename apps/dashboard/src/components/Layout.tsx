@@ -1,6 +1,6 @@
 import type { Me } from "@doppio/contracts";
 import { useQueryClient } from "@tanstack/react-query";
-import type { ReactNode } from "react";
+import { type ReactNode, useEffect, useRef } from "react";
 import { api } from "../api/client.ts";
 import type { LiveState } from "../api/events.ts";
 import { keys } from "../api/keys.ts";
@@ -15,6 +15,13 @@ const LIVE_TEXT: Record<LiveState, string> = {
 export function Layout({ me, live, children }: { me: Me; live: LiveState; children: ReactNode }) {
   const qc = useQueryClient();
   const { path } = useLocation();
+  const main = useRef<HTMLElement>(null);
+  const firstPath = useRef(path);
+  // After an in-app navigation, start keyboard and screen-reader users at the new page's content.
+  useEffect(() => {
+    if (path !== firstPath.current) main.current?.focus({ preventScroll: true });
+    firstPath.current = "";
+  }, [path]);
   const logout = async () => {
     try {
       await api("POST", "/auth/logout");
@@ -58,7 +65,7 @@ export function Layout({ me, live, children }: { me: Me; live: LiveState; childr
           </button>
         </div>
       </header>
-      <main id="main" className="main" tabIndex={-1}>
+      <main ref={main} id="main" className="main" tabIndex={-1}>
         {children}
       </main>
     </div>
