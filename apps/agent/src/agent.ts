@@ -121,6 +121,7 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
     clock,
     log: log.child({ loop: "claim" }),
     waitMs: config.claimWaitMs,
+    onAck: () => deliverer.wake(),
   });
   const reconciler = new Reconciler({
     handlers,

@@ -102,10 +102,16 @@ describe("crash recovery: kill -9 in the middle of a job", () => {
         "SELECT count(*) AS n FROM outbox WHERE job_id = ? AND json_extract(event, '$.type') = 'started'",
       )
       .get(jobId) as { n: number };
+    const logs = db
+      .prepare(
+        "SELECT json_extract(event, '$.line') AS line FROM outbox WHERE job_id = ? AND json_extract(event, '$.type') = 'log'",
+      )
+      .all(jobId) as Array<{ line: string }>;
     db.close();
+    expect(logs.map((l) => l.line)).toContain("running again after an agent restart (attempt 2)");
     expect(stored).toEqual({ status: "done", attempt: 2 });
     expect(results.n).toBe(1);
-    expect(started.n).toBe(2);
+    expect(started.n).toBe(1);
 
     const fakeAfter = JSON.parse(await readFile(path.join(dataDir, "fake-host.json"), "utf8"));
     expect(fakeAfter.vms.crashy).toMatchObject({ state: "running", ip: "10.0.0.2" });

@@ -139,9 +139,11 @@ export class JobRunner {
       store.append(job.id, event);
       this.#d.onEvent();
     };
-    emit({ type: "started", at: clock.now().toISOString() });
-    const started = clock.now().getTime();
     const report = new JobReporter(emit, clock, metrics, log);
+    // Claimed jobs were acknowledged (`started`) on arrival; local jobs are acknowledged here.
+    if (job.local && attempt === 1) emit({ type: "started", at: clock.now().toISOString() });
+    if (attempt > 1) report.log(`running again after an agent restart (attempt ${attempt})`);
+    const started = clock.now().getTime();
     let ok = false;
     let error: string | undefined;
     let data: Record<string, unknown> | undefined;

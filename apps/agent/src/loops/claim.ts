@@ -6,7 +6,8 @@ import type { JobStore } from "../store/jobs.ts";
 
 /**
  * Long-polls for jobs while there are free slots. Each claimed job is written to SQLite
- * before anything runs (idempotent on id, so a job handed out twice runs once), then queued.
+ * before anything runs (idempotent on id, so a job handed out twice runs once), acknowledged
+ * with a `started` event through the outbox, then queued.
  */
 export class ClaimLoop {
   #abort = new AbortController();
@@ -20,6 +21,8 @@ export class ClaimLoop {
       clock: Clock;
       log: Logger;
       waitMs: number;
+      /** Wakes the deliverer after acknowledgements are stored. */
+      onAck?: () => void;
     },
   ) {}
 
@@ -41,6 +44,7 @@ export class ClaimLoop {
     const { jobs, rejected } = await this.d.cp.claim(max, waitMs, signal);
     for (const r of rejected) this.d.log.error({ job: r }, "claimed job is unreadable (no id); ignored");
     let queued = 0;
+    if (jobs.length > 0) this.d.onAck?.();
     for (const j of jobs) {
       const fresh = this.d.store.insert({
         id: j.id,
@@ -50,6 +54,9 @@ export class ClaimLoop {
         cpAttempt: j.attempt,
         receivedAt: this.d.clock.now().toISOString(),
       });
+      // Acknowledge at once (the control plane's delivery lease ends with the first event),
+      // even if the job now waits behind other work.
+      if (fresh) this.d.store.append(j.id, { type: "started", at: this.d.clock.now().toISOString() });
       const stored = this.d.store.get(j.id)!;
       if (!fresh) this.d.log.info({ job: j.id, status: stored.status }, "job handed out again; already held");
       if (stored.status !== "done") {
