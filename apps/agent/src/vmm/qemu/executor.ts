@@ -88,6 +88,10 @@ export class QemuExecutor implements Executor {
                 });
           return { accel, tscKhz };
         })();
+        // A failed detection is retried on the next action instead of being cached.
+        this.#accel.catch(() => {
+          this.#accel = null;
+        });
         return this.#accel;
       },
     };

@@ -188,7 +188,8 @@ function goldenMetadata(ctx: QemuContext, t: TemplateSpec, mac: string): BoxMeta
 
 /**
  * Deletes golden builds of `template` that no box was restored from, keeping the current
- * and the previous build (a create may have read the previous pointer a moment ago).
+ * and the previous build (a create may have read the previous pointer a moment ago), and
+ * leftovers of crashed builds. Call it only while holding the template's build lock.
  */
 export async function pruneGoldenBuilds(
   ctx: QemuContext,
@@ -197,14 +198,19 @@ export async function pruneGoldenBuilds(
 ): Promise<string[]> {
   const dir = goldenTemplateDir(ctx.dataDir, template);
   const builds: Array<{ dir: string; builtAt: string }> = [];
+  const removed: string[] = [];
   for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
     if (!e.isDirectory()) continue;
     const m = await readJson<GoldenManifest>(join(dir, e.name, "manifest.json"));
-    // A build without a manifest is in progress (or failed and was already removed).
     if (m) builds.push({ dir: join(dir, e.name), builtAt: m.builtAt });
+    else {
+      // No manifest: a build the agent crashed in (builds of one template are serialised,
+      // and this runs right after the only one in flight finished).
+      await rm(join(dir, e.name), { recursive: true, force: true });
+      removed.push(join(dir, e.name));
+    }
   }
   builds.sort((a, b) => b.builtAt.localeCompare(a.builtAt));
-  const removed: string[] = [];
   for (const b of builds.slice(2)) {
     if (referenced.has(b.dir)) continue;
     await rm(b.dir, { recursive: true, force: true });
