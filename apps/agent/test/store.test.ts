@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { poolLayout } from "../src/cidr.ts";
 import { loadConfig, parseConfig } from "../src/config.ts";
 import { AgentError } from "../src/errors.ts";
+import { boxCorrection } from "../src/loops/reconcile.ts";
 import { type Db, openStore, SCHEMA_VERSION } from "../src/store/db.ts";
 import { IpPool } from "../src/store/ip-pool.ts";
 import { JobStore } from "../src/store/jobs.ts";
@@ -180,5 +181,23 @@ describe("config", () => {
     expect(message).toContain("apiToken:");
     expect(message).toContain("bridge.cidr: CIDR prefix must be between /8 and /29");
     expect(message).toMatch(/bogus/);
+  });
+});
+
+describe("reconcile decisions (pure)", () => {
+  it("starts a box that should run and has disks but no VMM", () => {
+    expect(boxCorrection("running", "exited", "running")).toBe("start");
+    expect(boxCorrection("running", "stopped", undefined)).toBe("start");
+  });
+  it("never boots a box with nothing on disk, and never stops one on its own", () => {
+    expect(boxCorrection("running", "gone", undefined)).toBeNull();
+    expect(boxCorrection("stopped", "running", "stopped")).toBeNull();
+  });
+  it("restores missing routes for running and stopped boxes", () => {
+    expect(boxCorrection("running", "running", undefined)).toBe("publish_running");
+    expect(boxCorrection("running", "running", "stopped")).toBe("publish_running");
+    expect(boxCorrection("running", "running", "running")).toBeNull();
+    expect(boxCorrection("stopped", "stopped", undefined)).toBe("publish_stopped");
+    expect(boxCorrection("stopped", "stopped", "stopped")).toBeNull();
   });
 });

@@ -1,3 +1,4 @@
+import type { VmState } from "@doppio/contracts";
 import type { Logger } from "pino";
 import { Wakeup } from "../clock.ts";
 import { publishRunning, publishStopped, vmSpec } from "../jobs/handlers/common.ts";
@@ -15,6 +16,25 @@ export type ReconcileAction =
   | { kind: "removed_tap"; tap: string }
   | { kind: "edge_reloaded" }
   | { kind: "failed"; what: string; error: string };
+
+export type BoxCorrection = "start" | "publish_running" | "publish_stopped" | null;
+
+/**
+ * What one box needs, from its desired state, what the VMM reports and its current route.
+ * "gone" means no disks: nothing to boot from (a create that failed early); that box shows
+ * as error at the control plane and waits for the user. A running box that should be stopped
+ * is left to its stop job (reconcile never kills a VM the user may be using).
+ */
+export function boxCorrection(
+  desired: "running" | "stopped",
+  state: VmState,
+  route: "running" | "stopped" | undefined,
+): BoxCorrection {
+  if (desired === "running" && (state === "exited" || state === "stopped")) return "start";
+  if (desired === "running" && state === "running" && route !== "running") return "publish_running";
+  if (desired === "stopped" && route === undefined) return "publish_stopped";
+  return null;
+}
 
 export interface ReconcileDeps {
   handlers: HandlerDeps;
@@ -96,31 +116,30 @@ export class Reconciler {
           const current = h.boxes.get(box.slug);
           if (!current) return null;
           const state = await h.executor.inspect(box.slug);
-          // "gone" means no disks: nothing to boot from (a create that failed early); the box shows
-          // as error at the control plane and waits for the user.
-          if (current.desiredState === "running" && (state === "exited" || state === "stopped")) {
-            const spec = vmSpec(h, current, h.boxes.bumpGeneration(box.slug));
-            const upstream = await h.executor.start(spec, this.d.report);
-            publishRunning(h, box.slug, current.spec, upstream);
-            this.d.log.warn(
-              { slug: box.slug, was: state },
-              "box should run but its VMM was not running; started it",
-            );
-            return { kind: "restarted", slug: box.slug };
-          }
           const route = h.routes.get(box.slug);
-          if (state === "running" && current.desiredState === "running" && route?.state !== "running") {
-            const upstream = await h.executor.upstream(box.slug);
-            if (upstream) {
+          switch (boxCorrection(current.desiredState, state, route?.state)) {
+            case "start": {
+              const spec = vmSpec(h, current, h.boxes.bumpGeneration(box.slug));
+              const upstream = await h.executor.start(spec, this.d.report);
+              publishRunning(h, box.slug, current.spec, upstream);
+              this.d.log.warn(
+                { slug: box.slug, was: state },
+                "box should run but its VMM was not running; started it",
+              );
+              return { kind: "restarted", slug: box.slug };
+            }
+            case "publish_running": {
+              const upstream = await h.executor.upstream(box.slug);
+              if (!upstream) return null;
               publishRunning(h, box.slug, current.spec, upstream);
               return { kind: "route_restored", slug: box.slug };
             }
+            case "publish_stopped":
+              publishStopped(h, box.slug, current.spec);
+              return { kind: "route_restored", slug: box.slug };
+            case null:
+              return null;
           }
-          if (current.desiredState === "stopped" && !route) {
-            publishStopped(h, box.slug, current.spec);
-            return { kind: "route_restored", slug: box.slug };
-          }
-          return null;
         }),
       );
     }
