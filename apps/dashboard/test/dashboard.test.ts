@@ -160,6 +160,7 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
       await agent.step(job, s, "succeeded");
       await page.locator(`[data-step="${s}"][data-status="succeeded"]`).waitFor();
     }
+    await agent.send(job, { type: "log", line: "restored from golden minimal@1" });
     await agent.step(job, "wait_ready", "running");
     const running = page.locator('[data-step="wait_ready"][data-status="running"]');
     await running.waitFor();
@@ -172,6 +173,9 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     await expect
       .poll(() => page.locator(".xterm-rows").textContent())
       .toContain("Restoring from the golden snapshot");
+    await expect
+      .poll(() => page.locator(".xterm-rows").textContent())
+      .toContain("restored from golden minimal@1");
     await screenshot("box-creating");
 
     await agent.step(job, "wait_ready", "succeeded");

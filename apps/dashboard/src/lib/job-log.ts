@@ -8,7 +8,7 @@ const RED = "\x1b[31m";
 const CYAN = "\x1b[36m";
 const RESET = "\x1b[0m";
 
-/** A job as terminal lines (oldest job first), coloured with ANSI escapes. */
+/** Jobs as terminal lines (oldest job first): steps with durations, then the agent's log; ANSI colours. */
 export function jobLogLines(jobs: readonly Job[]): string[] {
   const lines: string[] = [];
   for (const job of [...jobs].reverse()) {
@@ -23,6 +23,10 @@ export function jobLogLines(jobs: readonly Job[]): string[] {
         lines.push(`${at} ${mark} ${stepLabel(s.name)} ${DIM}(${formatDuration(ms)})${RESET}`);
       }
       if (s.detail) lines.push(`         ${s.status === "failed" ? RED : DIM}${s.detail}${RESET}`);
+    }
+    // The agent's own log lines for the job (the last 64 KiB), after its step summary.
+    for (const line of job.log.split("\n")) {
+      if (line !== "") lines.push(`${DIM}│${RESET} ${line}`);
     }
     if (job.status === "succeeded") lines.push(`${GREEN}   finished${RESET}`);
     if (job.status === "failed") lines.push(`${RED}   failed: ${job.error ?? "no reason given"}${RESET}`);
