@@ -25,18 +25,29 @@ src=$repo/images/$template
 [ -d "$src" ] || { echo "no image recipe at $src" >&2; exit 2; }
 
 MODULES=(virtio_ring virtio virtio_mmio virtio_blk failover net_failover virtio_net qemu_fw_cfg)
-resolve_kernel() {
-  apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-6\.1\.[0-9-]+-cloud-amd64$/ {print $2; exit}'
+# One apt-cache call (it is the slow part of the up-to-date check): the candidate cloud
+# kernel (via the metapackage's exact dependency) and busybox-static versions.
+resolve() {
+  apt-cache show --no-all-versions linux-image-cloud-amd64 busybox-static 2>/dev/null | awk '
+    /^Package:/ { pkg = $2 }
+    pkg == "linux-image-cloud-amd64" && /^Depends:/ {
+      if (match($0, /linux-image-6\.1\.[0-9-]+-cloud-amd64 \(= [^)]+\)/)) {
+        split(substr($0, RSTART, RLENGTH), a, /[ ()=]+/); print "kpkg=" a[1]; print "kver=" a[2]
+      }
+    }
+    pkg == "busybox-static" && /^Version:/ { print "bver=" $2 }'
 }
-kpkg=$(resolve_kernel)
-if [ -z "$kpkg" ]; then
+versions=$(resolve)
+if ! grep -q '^kpkg=' <<<"$versions"; then
   # Fresh hosts (CI) may have no package lists yet.
   apt-get update -qq >/dev/null 2>&1 || true
-  kpkg=$(resolve_kernel)
+  versions=$(resolve)
 fi
-[ -n "$kpkg" ] || { echo "cannot resolve the Debian cloud kernel package (apt-cache depends linux-image-cloud-amd64)" >&2; exit 1; }
-kver=$(apt-cache show --no-all-versions "$kpkg" | awk '/^Version:/ {print $2; exit}')
-bver=$(apt-cache show --no-all-versions busybox-static | awk '/^Version:/ {print $2; exit}')
+kpkg=$(sed -n 's/^kpkg=//p' <<<"$versions")
+kver=$(sed -n 's/^kver=//p' <<<"$versions")
+bver=$(sed -n 's/^bver=//p' <<<"$versions")
+[ -n "$kpkg" ] && [ -n "$kver" ] && [ -n "$bver" ] ||
+  { echo "cannot resolve the Debian cloud kernel / busybox-static packages with apt-cache" >&2; exit 1; }
 
 inputs_hash=$(
   {
@@ -57,13 +68,15 @@ trap 'rm -rf "$work"' EXIT
 debs=${DOPPIO_DEB_CACHE:-$(dirname "$out")/.debs}
 mkdir -p "$debs"
 
-fetch_deb() { # package version -> path of the .deb in the cache
+fetch_deb() { # package version -> path of that exact .deb in the cache
   local f
-  f=$(ls "$debs/$1"_*.deb 2>/dev/null | grep -F "_$(echo "$2" | sed 's/:/%3a/')_" | head -1 || true)
+  cached() { ls "$debs/$1"_*.deb 2>/dev/null | grep -F "_$(echo "$2" | sed 's/:/%3a/')_" | head -1 || true; }
+  f=$(cached "$1" "$2")
   if [ -z "$f" ]; then
     (cd "$debs" && apt-get download "$1=$2" >/dev/null 2>&1) || { echo "apt-get download $1=$2 failed" >&2; exit 1; }
-    f=$(ls "$debs/$1"_*.deb | head -1)
+    f=$(cached "$1" "$2")
   fi
+  [ -n "$f" ] || { echo "downloaded $1=$2 but cannot find the .deb" >&2; exit 1; }
   echo "$f"
 }
 dpkg-deb -x "$(fetch_deb "$kpkg" "$kver")" "$work/kernel"
