@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 echo "== typecheck"
 npx tsc -p tsconfig.json
+npm run -s typecheck -w @doppio/dashboard
 echo "== lint"
 npx biome check .
 

@@ -1,17 +1,10 @@
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { stringify as toYaml } from "yaml";
-import {
-  alive,
-  readPids,
-  removeFile,
-  startService,
-  stopPids,
-  waitFor,
-  writePids,
-} from "./processes.ts";
+import { alive, readPids, removeFile, startService, stopPids, waitFor, writePids } from "./processes.ts";
 import { ADMIN_EMAIL, API_URL, DATA, DOMAIN, PIDS, PORTS, ROOT, SERVER_NAME } from "./settings.ts";
 
 const TSX = path.join(ROOT, "node_modules/.bin/tsx");
@@ -126,6 +119,27 @@ function caddyBootConfig(): string {
   return file;
 }
 
+/** Builds the dashboard unless its build is newer than every source it comes from. */
+function buildDashboard(): string {
+  const dist = path.join(ROOT, "apps/dashboard/dist");
+  const built = existsSync(path.join(dist, "index.html"))
+    ? statSync(path.join(dist, "index.html")).mtimeMs
+    : 0;
+  const newest = (dir: string): number =>
+    readdirSync(dir, { withFileTypes: true }).reduce((max, e) => {
+      const p = path.join(dir, e.name);
+      return Math.max(max, e.isDirectory() ? newest(p) : statSync(p).mtimeMs);
+    }, 0);
+  const sources = ["apps/dashboard/src", "apps/dashboard/index.html", "packages/contracts/src"].map((p) =>
+    path.join(ROOT, p),
+  );
+  if (sources.every((p) => (statSync(p).isDirectory() ? newest(p) : statSync(p).mtimeMs) < built))
+    return dist;
+  console.log("doppiobox: building the dashboard…");
+  execFileSync("npm", ["run", "-s", "build", "-w", "@doppio/dashboard"], { cwd: ROOT, stdio: "inherit" });
+  return dist;
+}
+
 export async function startLocalStack(): Promise<{ freshAdmin: boolean; password: string }> {
   mkdirSync(DATA, { recursive: true });
   const running = readPids(PIDS);
@@ -139,7 +153,7 @@ export async function startLocalStack(): Promise<{ freshAdmin: boolean; password
     writePids(PIDS, { pids });
   };
 
-  const dashboardDir = path.join(ROOT, "apps/dashboard/dist");
+  const dashboardDir = buildDashboard();
   const apiProc = startService("control plane", TSX, [path.join(ROOT, "apps/api/src/main.ts")], {
     env: {
       DOPPIO_API_DATA_DIR: path.join(DATA, "api"),

@@ -48,7 +48,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: config.bodyLimitBytes,
     // Long junk in a path parameter is a box that does not exist (404), not a 414.
-    maxParamLength: 1024,
+    routerOptions: { maxParamLength: 1024 },
     // Long-polls outlive the default timeouts; keep-alive must outlast the longest claim.
     keepAliveTimeout: config.maxClaimWaitMs + 10_000,
     requestTimeout: config.maxClaimWaitMs + 30_000,
