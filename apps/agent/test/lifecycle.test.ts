@@ -75,6 +75,16 @@ describe("agent lifecycle through the real control plane", () => {
     expect(a.agent.boxes.get("alpha")!.spec.env).toEqual({ GREETING: "hi" });
     // Every event reached the control plane.
     await waitFor("outbox drained", () => a.agent.jobs.backlog() === 0);
+    // The heartbeat carries the inventory with addresses, and golden status per template.
+    const inventory = await waitFor("inventory in a heartbeat", async () => {
+      const res = await cp.env.cp.ctx.db.execute("SELECT inventory FROM servers");
+      const rows = (res as unknown as { rows: Array<{ inventory: unknown[] }> }).rows;
+      return rows[0]?.inventory.length ? rows[0].inventory : null;
+    });
+    expect(inventory).toEqual([{ slug: "alpha", state: "running", ip: "10.0.0.2" }]);
+    const server = await cp.admin.get(`/api/v1/servers/${cp.serverName}`);
+    expect(server.body.golden.minimal).toEqual({ status: "ready", version: "1" });
+    expect(server.body.agentVersion).toBe("0.1.0");
   });
 
   it("stops, starts and resets the box, keeping its address; reset gives the clone new secrets", async () => {

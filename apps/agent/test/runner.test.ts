@@ -1,0 +1,122 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { pino } from "pino";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { defineHandler, type HandlerDeps, type JobHandler, type Registry } from "../src/jobs/registry.ts";
+import { JobRunner } from "../src/jobs/runner.ts";
+import { createMetrics } from "../src/metrics.ts";
+import { type Db, openStore } from "../src/store/db.ts";
+import { JobStore } from "../src/store/jobs.ts";
+
+/** A handler whose runs the test opens and finishes by hand: order and overlap, no timing. */
+class Gates {
+  readonly started: string[] = [];
+  readonly #open = new Map<string, () => void>();
+  readonly #waiting = new Map<string, () => void>();
+  running = 0;
+  maxRunning = 0;
+
+  handler(): JobHandler<{ tag: string }> {
+    return defineHandler({
+      schema: z.object({ tag: z.string() }),
+      run: async (_deps, p) => {
+        this.started.push(p.tag);
+        this.running++;
+        this.maxRunning = Math.max(this.maxRunning, this.running);
+        this.#waiting.get(p.tag)?.();
+        await new Promise<void>((resolve) => this.#open.set(p.tag, resolve));
+        this.running--;
+        return { tag: p.tag };
+      },
+    });
+  }
+
+  /** Resolves once the job tagged `tag` is running. */
+  whenStarted(tag: string): Promise<void> {
+    if (this.started.includes(tag)) return Promise.resolve();
+    return new Promise((resolve) => this.#waiting.set(tag, resolve));
+  }
+
+  finish(tag: string): void {
+    const f = this.#open.get(tag);
+    if (!f) throw new Error(`${tag} is not running`);
+    f();
+  }
+}
+
+describe("job runner: parallel across boxes, in order per box", () => {
+  let dir: string;
+  let db: Db;
+  let store: JobStore;
+  let gates: Gates;
+  let runner: JobRunner;
+
+  beforeEach(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "doppio-runner-"));
+    db = openStore(dir);
+    store = new JobStore(db);
+    gates = new Gates();
+    const registry: Registry = new Map([["start", gates.handler() as JobHandler<unknown>]]);
+    runner = new JobRunner({
+      store,
+      registry,
+      handlers: {} as HandlerDeps,
+      clock: { now: () => new Date() },
+      log: pino({ level: "silent" }),
+      metrics: createMetrics(),
+      concurrency: 2,
+      onEvent: () => {},
+    });
+  });
+  afterEach(async () => {
+    await runner.idle();
+    db.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const add = (id: string, box: string, tag = id) => {
+    store.insert({ id, action: "start", box, payload: { tag }, receivedAt: "t" });
+    runner.enqueue(store.get(id)!);
+  };
+
+  it("runs at most `concurrency` jobs at once, and one box's jobs strictly in arrival order", async () => {
+    add("a1", "box-a");
+    add("a2", "box-a");
+    add("b1", "box-b");
+    add("c1", "box-c");
+    expect(runner.freeSlots()).toBe(0);
+    await gates.whenStarted("a1");
+    await gates.whenStarted("b1");
+    expect(gates.started.sort()).toEqual(["a1", "b1"]);
+
+    gates.finish("a1");
+    // a2 waits for a1 (same box); c1 was waiting for a slot. Either may take the free slot,
+    // but a2 never starts before a1 finished, and never more than two run.
+    await Promise.race([gates.whenStarted("a2"), gates.whenStarted("c1")]);
+    gates.finish("b1");
+    await gates.whenStarted("a2");
+    await gates.whenStarted("c1");
+    gates.finish("a2");
+    gates.finish("c1");
+    await runner.idle();
+
+    expect(gates.maxRunning).toBe(2);
+    expect(gates.started.indexOf("a2")).toBeGreaterThan(gates.started.indexOf("a1"));
+    for (const id of ["a1", "a2", "b1", "c1"]) {
+      expect(store.get(id)).toMatchObject({ status: "done", ok: true });
+    }
+    expect(runner.freeSlots()).toBe(2);
+  });
+
+  it("a job handed out twice runs once", async () => {
+    add("x1", "box-x");
+    runner.enqueue(store.get("x1")!);
+    await gates.whenStarted("x1");
+    gates.finish("x1");
+    await runner.idle();
+    expect(gates.started).toEqual(["x1"]);
+    expect(store.events("x1").filter((e) => e.type === "result")).toHaveLength(1);
+  });
+});
