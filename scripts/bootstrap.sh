@@ -12,6 +12,9 @@ APT_PACKAGES=(
   caddy qemu-system-x86 qemu-utils iproute2 iptables nftables
   # images: rootfs without Docker
   mmdebstrap e2fsprogs busybox-static cpio zstd
+  # images: code-server from npm built on the host (native modules, rg for @vscode/ripgrep),
+  # the .vsix packer, reading the box volume in tests
+  libkrb5-dev ripgrep build-essential python3 zip openssh-client
   # browser tests
   chromium
   # provisioning

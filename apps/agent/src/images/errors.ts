@@ -1,0 +1,20 @@
+export const IMAGE_ERROR_CODES = [
+  "unknown_template",
+  /** The recipe needs a network (PyPI, GitHub) this host cannot reach; nothing was built. */
+  "network_unreachable",
+  "build_failed",
+  /** A version directory already holds a build of other inputs (images are never replaced). */
+  "version_conflict",
+  "invalid_version",
+] as const;
+export type ImageErrorCode = (typeof IMAGE_ERROR_CODES)[number];
+
+export class ImageError extends Error {
+  override readonly name = "ImageError";
+  readonly code: ImageErrorCode;
+
+  constructor(code: ImageErrorCode, message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.code = code;
+  }
+}

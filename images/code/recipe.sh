@@ -1,0 +1,59 @@
+# shellcheck shell=bash
+# The `code` template: Debian bookworm with git, Python, Node 20 and code-server (from
+# npm) serving /workspace (the per-box data volume) on 0.0.0.0:8888 without auth (the
+# edge does access control), plus the box's own VS Code extension. Sourced by
+# images/common/build-debian.sh.
+CODE_SERVER_VERSION=${CODE_SERVER_VERSION:-4.100.3}
+DEFAULT_SIZE=3G
+PACKAGES=(git less nano libgssapi-krb5-2 openssh-client)
+# Debian bookworm's nodejs is 18; code-server 4.100.x needs 20: the host's Node 20 binary
+# goes into the image, and code-server's native modules are built against it on the host.
+NODE_BIN=${NODE_BIN:-$(command -v node)}
+NODE_VERSION=$("$NODE_BIN" -v)
+HASH_INPUTS=("code-server=$CODE_SERVER_VERSION" "node=$NODE_VERSION")
+
+# code-server leaves a child behind for a few seconds after --install-extension: stop
+# the processes this build started inside the chroot (by PID), then unmount.
+release_chroot() {
+  local rfs=$1 p i
+  for i in $(seq 1 50); do
+    umount "$rfs/proc" 2> /dev/null || true
+    umount "$rfs/dev" 2> /dev/null || true
+    mountpoint -q "$rfs/dev" || mountpoint -q "$rfs/proc" || return 0
+    if [ "$i" = 20 ]; then
+      for p in /proc/[0-9]*; do
+        [ "$(readlink "$p/root" 2> /dev/null)" = "$rfs" ] && kill "${p#/proc/}" 2> /dev/null
+      done
+    fi
+    sleep 0.2
+  done
+  echo "cannot unmount $rfs/dev or $rfs/proc" >&2
+  return 1
+}
+
+customize() {
+  local rfs=$1
+  [[ $NODE_VERSION == v20.* ]] || { echo "code template needs Node 20 on the host (found $NODE_VERSION)" >&2; return 1; }
+  install -m 0755 "$NODE_BIN" "$rfs/usr/local/bin/node"
+  local stage=$cache/code-server-$CODE_SERVER_VERSION
+  "$repo/images/code/stage-code-server.sh" "$stage" "$CODE_SERVER_VERSION"
+  mkdir -p "$rfs/usr/local/lib/code-server"
+  cp -a "$stage/node_modules" "$rfs/usr/local/lib/code-server/"
+  cat > "$rfs/usr/local/bin/code-server" <<'SH'
+#!/bin/sh
+exec /usr/local/bin/node /usr/local/lib/code-server/node_modules/code-server/out/node/entry.js "$@"
+SH
+  chmod 0755 "$rfs/usr/local/bin/code-server"
+  ln -sfn /data/workspace "$rfs/workspace"
+
+  # The extension is installed by the image's own code-server, inside the rootfs, so the
+  # recorded extension paths are the guest's.
+  "$repo/extensions/doppio-devbox/pack.sh" "$rfs/tmp/doppio-devbox.vsix"
+  mount --bind /dev "$rfs/dev"
+  mount -t proc proc "$rfs/proc"
+  HOME=/root chroot "$rfs" /usr/local/bin/code-server --install-extension /tmp/doppio-devbox.vsix
+  release_chroot "$rfs"
+  rm -f "$rfs/tmp/doppio-devbox.vsix"
+  ls "$rfs/root/.local/share/code-server/extensions" | grep -q '^doppiobox\.doppio-devbox-' ||
+    { echo "extension not installed into code-server" >&2; return 1; }
+}
