@@ -14,6 +14,8 @@ test: bootstrap
 
 bench: bootstrap
 	npm run bench:dispatch
+	npm run bench:edge
+	npm run bench:create
 
 lint:
 	npx biome check .

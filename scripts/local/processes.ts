@@ -46,10 +46,13 @@ export function startService(
   child.stdout!.pipe(out);
   child.stderr!.pipe(out);
   child.on("exit", (code, signal) => {
-    if (code !== 0 && signal === null) console.error(`${name} exited with code ${code}; see ${opts.log}`);
+    if (!stopping && code !== 0 && signal === null)
+      console.error(`${name} exited with code ${code}; see ${opts.log}`);
   });
   return child;
 }
+
+let stopping = false;
 
 /** SIGTERM, then SIGKILL after `graceMs`, for each PID that still runs `match`. */
 export async function stopPids(
@@ -57,6 +60,7 @@ export async function stopPids(
   match: (name: string, cmd: string) => boolean,
   graceMs = 8000,
 ) {
+  stopping = true;
   const live = Object.entries(pids).filter(([name, pid]) => alive(pid) && match(name, cmdline(pid)));
   for (const [, pid] of live) process.kill(pid, "SIGTERM");
   const deadline = Date.now() + graceMs;

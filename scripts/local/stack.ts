@@ -119,6 +119,33 @@ function caddyBootConfig(): string {
   return file;
 }
 
+/** The template's image in the agent's image store (the recipe skips an up-to-date build). */
+function buildImage(template: string, version: string): void {
+  const out = path.join(DATA, "agent/images", template, version);
+  console.log(`doppiobox: checking the ${template} image…`);
+  execFileSync(path.join(ROOT, "scripts/build-image.sh"), [template, out], { cwd: ROOT, stdio: "inherit" });
+}
+
+/** Asks the agent for the template's golden snapshot unless it has a ready one, and waits. */
+async function ensureGolden(secrets: Secrets, template: string): Promise<void> {
+  const agentApi = (route: string, init: RequestInit = {}) =>
+    fetch(`http://127.0.0.1:${PORTS.agent}${route}`, {
+      ...init,
+      headers: { authorization: `Bearer ${secrets.agentApiToken}`, "content-type": "application/json" },
+    }).then((r) => r.json() as Promise<Record<string, any>>);
+  const status = async () =>
+    (await agentApi("/golden-snapshot/status")).templates?.[template]?.status as string;
+  if ((await status()) === "ready") return;
+  console.log(`doppiobox: building the ${template} golden snapshot (once; later runs reuse it)…`);
+  await agentApi("/golden-snapshot/build", { method: "POST", body: JSON.stringify({ template }) });
+  const deadline = Date.now() + 10 * 60_000;
+  for (let s = await status(); s !== "ready"; s = await status()) {
+    if (s === "failed") throw new Error(`the ${template} golden build failed; see ${DATA}/agent.log`);
+    if (Date.now() > deadline) throw new Error(`the ${template} golden build did not finish in 10 minutes`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
 /** Builds the dashboard unless its build is newer than every source it comes from. */
 function buildDashboard(): string {
   const dist = path.join(ROOT, "apps/dashboard/dist");
@@ -184,6 +211,7 @@ export async function startLocalStack(): Promise<{ freshAdmin: boolean; password
     20_000,
   );
 
+  buildImage("minimal", "1");
   const agent = startService(
     "agent",
     TSX,
@@ -194,6 +222,7 @@ export async function startLocalStack(): Promise<{ freshAdmin: boolean; password
   );
   remember("agent", agent.pid);
   await waitFor("the agent", async () => (await fetch(`http://127.0.0.1:${PORTS.agent}/health`)).ok, 60_000);
+  await ensureGolden(secrets, "minimal");
   return { freshAdmin: fresh, password: secrets.adminPassword };
 }
 
