@@ -9,6 +9,10 @@ set -euo pipefail
 stage=${1:?stage dir}
 version=${2:?code-server version}
 [[ $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "bad code-server version: $version" >&2; exit 2; }
+# Concurrent builds (two templates, two test files) share the stage: one installs.
+mkdir -p "$(dirname "$stage")"
+exec 9> "$stage.lock"
+flock 9
 if [ -f "$stage/node_modules/code-server/out/node/entry.js" ]; then
   echo "code-server $version already staged in $stage"
   exit 0

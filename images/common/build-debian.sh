@@ -73,12 +73,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "STEP check_network"
-# Recipes with network steps (PyPI, GitHub) check reachability here, before any work.
-if declare -F preflight > /dev/null; then preflight; fi
-
 echo "STEP kernel"
-DOPPIO_DEB_CACHE=$cache/debs "$repo/scripts/build-image.sh" minimal "$cache/kernel-minimal" --size 64M
+# flock: concurrent template builds share this cached kernel build.
+DOPPIO_DEB_CACHE=$cache/debs flock "$cache/kernel-minimal.lock" \
+  "$repo/scripts/build-image.sh" minimal "$cache/kernel-minimal" --size 64M
 
 echo "STEP build_rootfs"
 rfs=$work/rootfs

@@ -1,0 +1,223 @@
+// SLOW (several minutes on a cold cache): builds the `code` template with mmdebstrap and
+// code-server from npm, golden-builds it under QEMU and restores boxes from it. The built
+// image is cached in .data/template-images by its inputs hash, so later runs reuse it.
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildImage } from "../../src/images/builder.ts";
+import { ImageStore } from "../../src/images/store.ts";
+import { findTemplate } from "../../src/images/templates.ts";
+import type { Upstream, VmSpec } from "../../src/vmm/executor.ts";
+import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
+import { boxPaths } from "../../src/vmm/qemu/layout.ts";
+import { boxSpec, GOLDEN_NET, qemuUnavailable, RecordingReporter } from "../qemu/support.ts";
+import { freePort, TestCaddy } from "../support/caddy.ts";
+import { BUILD_CACHE_DIR, IMAGE_STORE_DIR, imageBuildUnavailable, REPO } from "./support.ts";
+
+const missing = imageBuildUnavailable() ?? qemuUnavailable();
+if (missing) console.warn(`SKIPPING code template tests: ${missing} (CI must provide them)`);
+
+const t = findTemplate("code")!;
+
+describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", { timeout: 300_000 }, () => {
+  const log = pino({ level: "warn" });
+  const store = new ImageStore(IMAGE_STORE_DIR);
+  const timings: Record<string, number | string> = {};
+  let dataDir: string;
+  let ex: QemuExecutor;
+  let caddy: TestCaddy | null = null;
+  let version: string;
+  const boxes: Array<{ spec: VmSpec; up: Upstream }> = [];
+
+  beforeAll(async () => {
+    const report = new RecordingReporter();
+    const lines: string[] = [];
+    report.log = (l?: string) => void lines.push(l ?? "");
+    let t0 = performance.now();
+    const built = await buildImage(t, report, {
+      repoDir: REPO,
+      store,
+      log,
+      env: { DOPPIO_IMAGE_CACHE: BUILD_CACHE_DIR },
+    }).catch((err) => {
+      console.error(lines.slice(-40).join("\n"));
+      throw err;
+    });
+    version = built.version;
+    timings.imageBuildMs = Math.round(performance.now() - t0);
+    timings.imageCached = String(built.cached);
+    timings.imageDiskMiB = Math.round(built.diskBytes / 1024 ** 2);
+    timings.rootfsUsedMiB = Math.round(
+      Number((await store.get("code", version))?.manifest.rootfsUsedKb ?? 0) / 1024,
+    );
+    expect(report.steps.map((s) => s.name)).toEqual(built.cached ? [] : ["build_rootfs", "write_image"]);
+
+    dataDir = mkdtempSync(join(tmpdir(), "dbx-code-"));
+    ex = new QemuExecutor({
+      dataDir,
+      imagesDir: IMAGE_STORE_DIR,
+      network: null,
+      goldenNet: GOLDEN_NET,
+      accel: "auto",
+      accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
+      userModePorts: [22, 8888],
+      readyTimeoutMs: 240_000,
+      log,
+    });
+    t0 = performance.now();
+    const g = await ex.buildGolden(
+      { name: "code", version, readyPorts: t.readyPorts, memoryMb: t.memoryMb, vcpu: t.vcpu },
+      new RecordingReporter(),
+    );
+    timings.goldenBuildMs = Math.round(performance.now() - t0);
+    expect(g.status).toBe("ready");
+    await store.markGoldenFresh("code", version);
+    expect(await store.goldenStale("code")).toBeNull();
+
+    for (const [slug, ip] of [
+      ["code-a", "10.0.0.21"],
+      ["code-b", "10.0.0.22"],
+    ] as const) {
+      const spec = boxSpec(slug, ip, 1, { tap: false, template: "code" });
+      t0 = performance.now();
+      const up = await ex.createFromGolden(spec, new RecordingReporter());
+      timings[`create_${slug}_ms`] = Math.round(performance.now() - t0);
+      boxes.push({ spec, up });
+    }
+  }, 1_500_000);
+
+  afterAll(async () => {
+    console.log("code template measurements:", JSON.stringify(timings));
+    await caddy?.dispose();
+    if (ex) {
+      for (const { slug } of await ex.list())
+        await ex.remove(slug, new RecordingReporter()).catch(() => undefined);
+    }
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it("answers /healthz and serves the /workspace folder through Caddy at the code URL", async () => {
+    const { spec, up } = boxes[0]!;
+    caddy = await TestCaddy.create();
+    const port = await freePort();
+    const host = new URL(spec.metadata.code_url).host;
+    await caddy.start({
+      admin: { listen: caddy.adminListen },
+      apps: {
+        http: {
+          servers: {
+            edge: {
+              listen: [`127.0.0.1:${port}`],
+              automatic_https: { disable: true },
+              routes: [
+                {
+                  match: [{ host: [host] }],
+                  handle: [{ handler: "reverse_proxy", upstreams: [{ dial: up(8888) }] }],
+                },
+              ],
+            },
+          },
+        },
+      },
+    });
+    const get = (path: string) => viaEdge(port, host, path);
+    const health = await get("/healthz");
+    expect(health.status).toBe(200);
+    expect(JSON.parse(health.body)).toHaveProperty("status");
+    const root = await get("/");
+    expect(root.status).toBe(302);
+    expect(root.location).toContain("folder=/workspace");
+    const page = await get("/?folder=/workspace");
+    expect(page.status).toBe(200);
+    const html = page.body;
+    expect(html).toContain("workbench");
+    // The workbench is configured with the box's workspace folder.
+    expect(decodeURIComponent(html)).toContain("/workspace");
+  });
+
+  it("has its own machine-id (read through code-server) and SSH host keys in each clone", async () => {
+    const ids: string[] = [];
+    const keys: string[] = [];
+    for (const { spec, up } of boxes) {
+      const res = await fetch(`http://${up(8888)}/vscode-remote-resource?path=/etc/machine-id`);
+      expect(res.status).toBe(200);
+      const id = (await res.text()).trim();
+      expect(id).toBe(spec.metadata.secrets.machine_id);
+      ids.push(id);
+      const [host, port] = up(22)!.split(":");
+      const scan = await keyscan(host!, port!);
+      expect(scan).toMatch(/ssh-ed25519 AAAA/);
+      keys.push(scan);
+    }
+    expect(ids[0]).not.toBe(ids[1]);
+    expect(keys[0]).not.toBe(keys[1]);
+  });
+
+  it("keeps the workspace on the box's own data volume", async () => {
+    const { spec, up } = boxes[0]!;
+    // The volume is a raw ext4 file on the host: read it without the guest's help.
+    const paths = boxPaths(dataDir, spec.slug);
+    const ls = execFileSync("debugfs", ["-c", "-R", "ls -l /", paths.volume], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    expect(ls).toContain("workspace");
+    expect((await fetch(`http://${up(8888)}/healthz`)).status).toBe(200);
+  });
+
+  it("cold-boots a box from the same image (measured beside the golden restore)", async () => {
+    const spec = boxSpec("code-cold", "10.0.0.23", 1, { tap: false, template: "code" });
+    spec.memoryMb = t.memoryMb;
+    spec.vcpu = t.vcpu;
+    const t0 = performance.now();
+    const up = await ex.createColdBoot(spec, new RecordingReporter());
+    timings.coldBootMs = Math.round(performance.now() - t0);
+    expect((await fetch(`http://${up(8888)}/healthz`)).status).toBe(200);
+  });
+});
+
+/** GET through the edge with an explicit Host header (fetch does not let us set it). */
+function viaEdge(
+  port: number,
+  host: string,
+  path: string,
+): Promise<{ status: number; location: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, path, headers: { host } }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => {
+        body += c;
+      });
+      res.on("end", () =>
+        resolve({ status: res.statusCode ?? 0, location: res.headers.location ?? "", body }),
+      );
+    });
+    req.once("error", reject);
+    req.end();
+  });
+}
+
+async function keyscan(host: string, port: string): Promise<string> {
+  // sshd is respawned with the clone's keys right after the restore; retry briefly.
+  for (let i = 0; ; i++) {
+    try {
+      const out = execFileSync("ssh-keyscan", ["-T", "5", "-t", "ed25519,ecdsa", "-p", port, host], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "ignore"],
+      });
+      if (out.includes("ssh-ed25519"))
+        return out
+          .replace(/^\[[^\]]+\]:\d+ /gm, "")
+          .split("\n")
+          .sort()
+          .join("\n");
+    } catch {}
+    if (i >= 20) throw new Error(`ssh-keyscan ${host}:${port} found no host key`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
