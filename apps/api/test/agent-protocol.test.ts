@@ -155,4 +155,28 @@ describeOnEachDb("agent protocol", (env) => {
       events: [{ seq: 1, at: at(), type: "result", ok: true }],
     });
   });
+  it("lets an admin queue a golden build for a server, once, and only an admin", async () => {
+    await setup();
+    const first = await admin.post("/api/v1/servers/host-b/golden", { template: "minimal" });
+    expect(first.status).toBe(202);
+    expect(first.body).toMatchObject({
+      action: "build_golden",
+      box: null,
+      server: "host-b",
+      status: "pending",
+    });
+    const again = await admin.post("/api/v1/servers/host-b/golden", { template: "minimal" });
+    expect(again.body.id).toBe(first.body.id);
+    expect((await admin.post("/api/v1/servers/host-b/golden", { template: "nope" })).status).toBe(400);
+    expect((await admin.post("/api/v1/servers/no-such/golden", { template: "minimal" })).status).toBe(404);
+    const user = await signedInClient(env().url, "not-admin");
+    expect((await user.post("/api/v1/servers/host-b/golden", { template: "minimal" })).status).toBe(403);
+
+    const [job] = (await agentB.post("/agent/v1/jobs/claim", { waitMs: 0 })).body.jobs;
+    expect(job).toMatchObject({ id: first.body.id, action: "build_golden", box: null });
+    expect(job.payload).toEqual({ template: "minimal", templateVersion: "1" });
+    await agentB.post(`/agent/v1/jobs/${job.id}/events`, {
+      events: [{ seq: 1, at: at(), type: "result", ok: true }],
+    });
+  });
 });

@@ -1,9 +1,16 @@
-import { RegisteredServer, RegisterServerRequest, Server } from "@doppio/contracts";
+import { Job, RegisteredServer, RegisterServerRequest, Server } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { Ctx } from "../context.ts";
 import { requireAdmin } from "../http/auth.ts";
-import { getServer, listServers, registerServer, rotateServerToken } from "../services/servers.ts";
+import { toJob } from "../services/jobs.ts";
+import {
+  enqueueTemplateJob,
+  getServer,
+  listServers,
+  registerServer,
+  rotateServerToken,
+} from "../services/servers.ts";
 
 const NameParams = z.object({ name: z.string().max(64) });
 
@@ -43,5 +50,32 @@ export function serverRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       },
       async (req) => rotateServerToken(ctx, req.principal!, req.params.name),
     );
+    for (const [path, action] of [
+      ["golden", "build_golden"],
+      ["images", "build_image"],
+    ] as const) {
+      app.post(
+        `/servers/:name/${path}`,
+        {
+          onRequest: admin,
+          schema: {
+            tags: ["servers"],
+            params: NameParams,
+            body: z.strictObject({ template: z.string().min(1).max(64) }),
+            response: { 202: Job },
+          },
+        },
+        async (req, reply) => {
+          const job = await enqueueTemplateJob(
+            ctx,
+            req.principal!,
+            req.params.name,
+            action,
+            req.body.template,
+          );
+          return reply.code(202).send(toJob(job, null, req.params.name));
+        },
+      );
+    }
   };
 }

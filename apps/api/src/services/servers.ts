@@ -1,11 +1,12 @@
 import type { Heartbeat, HeartbeatResponse, RegisterServerRequest, Server } from "@doppio/contracts";
-import { and, eq, isNull, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import { newId, newSecret, sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
-import { boxes, servers, serverTemplates } from "../db/schema.ts";
+import { agentJobs, boxes, servers, serverTemplates } from "../db/schema.ts";
 import { AppError, notFound } from "../errors.ts";
 import { audit } from "./audit.ts";
-import { extendLeases } from "./jobs.ts";
+import { extendLeases, insertJob, type JobRow } from "./jobs.ts";
+import { getTemplate } from "./templates.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
 
 type ServerRow = typeof servers.$inferSelect;
@@ -159,4 +160,51 @@ export async function recordHeartbeat(
     drift,
     accessPublicKey: ctx.access.publicKeyPem,
   };
+}
+
+/**
+ * Queues a template job (golden snapshot or image build) for one server, at the template's
+ * current version. One such job per server, template and action may be pending at a time.
+ */
+export async function enqueueTemplateJob(
+  ctx: Ctx,
+  p: Principal,
+  serverName: string,
+  action: "build_golden" | "build_image",
+  templateName: string,
+): Promise<JobRow> {
+  const [server] = await ctx.db.select().from(servers).where(eq(servers.name, serverName));
+  if (!server) throw notFound(`server "${serverName}"`);
+  const template = await getTemplate(ctx, templateName);
+  if (!template)
+    throw new AppError("validation_failed", `unknown template "${templateName}"`, { field: "template" });
+  const job = await ctx.db.transaction(async (tx) => {
+    const inflight = await tx
+      .select()
+      .from(agentJobs)
+      .where(
+        and(
+          eq(agentJobs.serverId, server.id),
+          eq(agentJobs.action, action),
+          inArray(agentJobs.status, ["pending", "delivered", "running"]),
+          sql`${agentJobs.payload}->>'template' = ${template.name}`,
+        ),
+      );
+    if (inflight[0]) return inflight[0];
+    return insertJob(ctx, tx, {
+      action,
+      boxId: null,
+      serverId: server.id,
+      payload: { template: template.name, templateVersion: template.version },
+    });
+  });
+  ctx.bus.jobEnqueued(server.id);
+  await audit(ctx, ctx.db, {
+    user: p.userId,
+    action: `server.${action}`,
+    targetType: "server",
+    targetId: server.id,
+    data: { template: template.name, job: job.id },
+  });
+  return job;
 }
