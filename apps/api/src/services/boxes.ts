@@ -10,7 +10,7 @@ import {
   generateSlug,
   IN_FLIGHT_STATUS,
 } from "@doppio/contracts";
-import { and, desc, eq, inArray, isNull, ne, sql } from "drizzle-orm";
+import { and, desc, eq, inArray, isNull, ne } from "drizzle-orm";
 import { newId } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
@@ -19,6 +19,7 @@ import { type Candidate, placeBox } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
 import { audit } from "./audit.ts";
 import { type BoxRow, publishBox } from "./box-view.ts";
+import { usedByServer } from "./capacity.ts";
 import { insertJob, type JobRow } from "./jobs.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
 
@@ -57,33 +58,19 @@ async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
     .orderBy(servers.name)
     .for("update");
   if (rows.length === 0) return [];
-  const used = await tx
-    .select({
-      serverId: boxes.serverId,
-      vcpu: sql<number>`coalesce(sum(${boxes.vcpu}), 0)::int`,
-      memoryMb: sql<number>`coalesce(sum(${boxes.memoryMb}), 0)::int`,
-      diskGb: sql<number>`coalesce(sum(${boxes.diskGb}), 0)::int`,
-    })
-    .from(boxes)
-    .where(isNull(boxes.deletedAt))
-    .groupBy(boxes.serverId);
+  const used = await usedByServer(tx);
   const golden = await tx
     .select()
     .from(serverTemplates)
     .where(and(eq(serverTemplates.template, template.name), eq(serverTemplates.version, template.version)));
   return rows.map((s) => {
-    const u = used.find((x) => x.serverId === s.id);
     return {
       id: s.id,
       name: s.name,
       status: s.status,
       lastHeartbeatAt: s.lastHeartbeatAt,
       capacity: { vcpu: s.vcpu, memoryMb: s.memoryMb, diskGb: s.diskGb },
-      used: {
-        vcpu: Number(u?.vcpu ?? 0),
-        memoryMb: Number(u?.memoryMb ?? 0),
-        diskGb: Number(u?.diskGb ?? 0),
-      },
+      used: used(s.id),
       golden: golden.find((g) => g.serverId === s.id)?.status ?? null,
     };
   });

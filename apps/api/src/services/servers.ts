@@ -5,6 +5,7 @@ import type { Ctx } from "../context.ts";
 import { agentJobs, boxes, servers, serverTemplates } from "../db/schema.ts";
 import { AppError, notFound } from "../errors.ts";
 import { audit } from "./audit.ts";
+import { usedByServer } from "./capacity.ts";
 import { extendLeases, insertJob, type JobRow } from "./jobs.ts";
 import { getTemplate } from "./templates.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
@@ -12,30 +13,16 @@ import { isUniqueViolation, type Principal } from "./users.ts";
 type ServerRow = typeof servers.$inferSelect;
 
 async function toServers(ctx: Ctx, rows: ServerRow[]): Promise<Server[]> {
-  const used = await ctx.db
-    .select({
-      serverId: boxes.serverId,
-      vcpu: sql<number>`coalesce(sum(${boxes.vcpu}), 0)::int`,
-      memoryMb: sql<number>`coalesce(sum(${boxes.memoryMb}), 0)::int`,
-      diskGb: sql<number>`coalesce(sum(${boxes.diskGb}), 0)::int`,
-    })
-    .from(boxes)
-    .where(isNull(boxes.deletedAt))
-    .groupBy(boxes.serverId);
+  const used = await usedByServer(ctx.db);
   const golden = await ctx.db.select().from(serverTemplates);
   return rows.map((s) => {
-    const u = used.find((x) => x.serverId === s.id);
     return {
       name: s.name,
       domain: s.domain,
       status: s.status,
       backend: s.backend,
       capacity: { vcpu: s.vcpu, memoryMb: s.memoryMb, diskGb: s.diskGb },
-      used: {
-        vcpu: Number(u?.vcpu ?? 0),
-        memoryMb: Number(u?.memoryMb ?? 0),
-        diskGb: Number(u?.diskGb ?? 0),
-      },
+      used: used(s.id),
       agentVersion: s.agentVersion,
       lastHeartbeatAt: s.lastHeartbeatAt?.toISOString() ?? null,
       golden: Object.fromEntries(
