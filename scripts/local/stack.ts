@@ -132,9 +132,8 @@ async function ensureGolden(secrets: Secrets, template: string): Promise<void> {
     fetch(`http://127.0.0.1:${PORTS.agent}${route}`, {
       ...init,
       headers: { authorization: `Bearer ${secrets.agentApiToken}`, "content-type": "application/json" },
-    }).then((r) => r.json() as Promise<Record<string, any>>);
-  const status = async () =>
-    (await agentApi("/golden-snapshot/status")).templates?.[template]?.status as string;
+    }).then((r) => r.json() as Promise<{ templates?: Record<string, { status: string }> }>);
+  const status = async () => (await agentApi("/golden-snapshot/status")).templates?.[template]?.status;
   if ((await status()) === "ready") return;
   console.log(`doppiobox: building the ${template} golden snapshot (once; later runs reuse it)…`);
   await agentApi("/golden-snapshot/build", { method: "POST", body: JSON.stringify({ template }) });
