@@ -2,11 +2,12 @@
 // code-server from npm, golden-builds it under QEMU and restores boxes from it. The built
 // image is cached in .data/template-images by its inputs hash, so later runs reuse it.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
+import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildImage } from "../../src/images/builder.ts";
 import { ImageStore } from "../../src/images/store.ts";
@@ -22,6 +23,9 @@ const missing = imageBuildUnavailable() ?? qemuUnavailable();
 if (missing) console.warn(`SKIPPING code template tests: ${missing} (CI must provide them)`);
 
 const t = findTemplate("code")!;
+const CHROMIUM = "/usr/bin/chromium";
+if (!missing && !existsSync(CHROMIUM))
+  console.warn("SKIPPING code-server file test: /usr/bin/chromium missing");
 
 describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", { timeout: 300_000 }, () => {
   const log = pino({ level: "warn" });
@@ -157,6 +161,27 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
     expect(keys[0]).not.toBe(keys[1]);
   });
 
+  it.skipIf(!existsSync(CHROMIUM))(
+    "puts a file created in code-server's explorer on the box's data volume",
+    async () => {
+      const { spec, up } = boxes[1]!;
+      const name = "from-code-server.txt";
+      const text = `written through code-server in ${spec.slug}`;
+      await createFileInCodeServer(`http://${up(8888)}/?folder=/workspace`, name, text);
+      // The volume is a raw ext4 file on the host: read it without the guest's help, once the
+      // guest's writeback has flushed it (ext4 delayed allocation: up to ~35 s).
+      const volume = boxPaths(dataDir, spec.slug).volume;
+      let seen = "";
+      for (let i = 0; i < 120 && seen !== text; i++) {
+        seen = debugfsCat(volume, `/workspace/${name}`);
+        if (seen !== text) await new Promise((r) => setTimeout(r, 1000));
+      }
+      expect(seen).toBe(text);
+      // The other clone's volume does not have it.
+      expect(debugfsCat(boxPaths(dataDir, boxes[0]!.spec.slug).volume, `/workspace/${name}`)).toBe("");
+    },
+  );
+
   it("keeps the workspace on the box's own data volume", async () => {
     const { spec, up } = boxes[0]!;
     // The volume is a raw ext4 file on the host: read it without the guest's help.
@@ -179,6 +204,71 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
     expect((await fetch(`http://${up(8888)}/healthz`)).status).toBe(200);
   });
 });
+
+/** `debugfs -c` (read-only, no journal replay) prints a file of an ext4 image, "" if absent. */
+function debugfsCat(image: string, path: string): string {
+  try {
+    return execFileSync("debugfs", ["-c", "-R", `cat ${path}`, image], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * Drives the VS Code web client served by the box's code-server in Debian's Chromium:
+ * Explorer > New File..., type the text, save. Every write goes through code-server's
+ * remote file system. Under TCG the workbench takes a while: actions are retried.
+ */
+async function createFileInCodeServer(url: string, name: string, text: string): Promise<void> {
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+    ],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+    await page.goto(url, { waitUntil: "domcontentloaded", timeout: 120_000 });
+    await page.waitForSelector(".explorer-folders-view", { timeout: 180_000 });
+    const newFile = page.locator('.pane-header [aria-label^="New File"]').first();
+    const input = page.locator(".explorer-item-edited input").first();
+    for (let i = 0; ; i++) {
+      await page.locator('.pane-header:has-text("WORKSPACE")').first().hover();
+      await newFile.click({ timeout: 5_000 }).catch(() => newFile.dispatchEvent("click"));
+      if (
+        await input.waitFor({ timeout: 5_000 }).then(
+          () => true,
+          () => false,
+        )
+      )
+        break;
+      if (i >= 40) throw new Error("code-server's explorer never offered a new-file input");
+    }
+    await input.fill(name);
+    await input.press("Enter");
+    const tab = page.locator(`.tab[aria-label^="${name}"]`).first();
+    await tab.waitFor({ timeout: 120_000 });
+    await page.locator(".monaco-editor textarea").first().focus();
+    await page.keyboard.type(text);
+    await page.keyboard.press("Control+s");
+    // Saved: the tab loses its dirty mark.
+    for (let i = 0; (await tab.getAttribute("class"))?.includes("dirty"); i++) {
+      if (i >= 240) throw new Error(`code-server never saved ${name}`);
+      await page.waitForTimeout(500);
+    }
+  } finally {
+    await browser.close();
+  }
+}
 
 /** GET through the edge with an explicit Host header (fetch does not let us set it). */
 function viaEdge(
