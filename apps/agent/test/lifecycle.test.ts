@@ -57,7 +57,7 @@ describe("agent lifecycle through the real control plane", () => {
       expect(STEP_NAMES).toContain(s.name);
       expect(s.status).toBe("succeeded");
       expect(Date.parse(s.finishedAt)).toBeGreaterThanOrEqual(Date.parse(s.startedAt));
-      expect(s.detail).toMatch(/^\d+ ms$/);
+      expect(s.detail).toBeNull();
     }
 
     expect(a.fake.calls).toContainEqual({ method: "createFromGolden", slug: "alpha" });

@@ -43,8 +43,14 @@ export class JobReporter implements StepReporter {
     const ended = this.clock.now();
     const ms = ended.getTime() - started.getTime();
     this.metrics.stepDuration.observe({ step: name, outcome: status }, ms / 1000);
-    const detail = error ? `${ms} ms: ${error}` : `${ms} ms`;
-    this.emit({ type: "step", at: ended.toISOString(), name, status, detail: detail.slice(0, DETAIL_MAX) });
+    // The step's start and end times carry its duration; the detail is kept for what went wrong.
+    this.emit({
+      type: "step",
+      at: ended.toISOString(),
+      name,
+      status,
+      ...(error ? { detail: error.slice(0, DETAIL_MAX) } : {}),
+    });
     this.logger.debug({ step: name, status, ms }, "step finished");
   }
 }
