@@ -1,0 +1,51 @@
+import { join } from "node:path";
+import type { Logger } from "pino";
+import type { Backend } from "../../backends.ts";
+import type { AgentConfig } from "../../config.ts";
+import { LinuxHostNetwork } from "../../net/host-network.ts";
+import { ipToNum, numToIp } from "../../net/ipv4.ts";
+import { macForIp, tapNameForIp } from "../../net/naming.ts";
+import { assertPrerequisites, createFirecrackerExecutor, firecrackerConfig } from "./index.ts";
+
+/**
+ * Wiring for `backend: firecracker` (loaded lazily by backends.ts). The host is checked
+ * first (binaries and versions, /dev/kvm, cgroup v2 with the memory controller), so an
+ * unready host fails at start with every problem listed. Boxes use bridge + TAP networking.
+ */
+export async function createBackend(config: AgentConfig, log: Logger): Promise<Backend> {
+  if (config.networkMode !== "tap") {
+    throw new Error('backend "firecracker" needs networkMode "tap" (a bridge and one TAP per VM)');
+  }
+  const stateDir = join(config.dataDir, "firecracker");
+  const defaults = firecrackerConfig({ stateDir });
+  const host = await assertPrerequisites({
+    firecrackerBin: defaults.firecrackerBin,
+    jailerBin: defaults.jailerBin,
+  });
+  const [addr, bits] = config.bridge.cidr.split("/") as [string, string];
+  const prefix = Number(bits);
+  const size = 2 ** (32 - prefix);
+  const network = Math.floor(ipToNum(addr) / size) * size;
+  // The last usable address of the pool is reserved for golden builds (spec page 03 §4a).
+  const goldenIp = numToIp(network + size - 2);
+  const cfg = firecrackerConfig({
+    stateDir,
+    imagesDir: join(config.dataDir, "images"),
+    cgroupRoot: host.cgroup2Mount ?? defaults.cgroupRoot,
+    golden: {
+      ...defaults.golden,
+      net: {
+        ip: goldenIp,
+        prefix,
+        gateway: numToIp(network + 1),
+        mac: macForIp(goldenIp),
+        tap: tapNameForIp(goldenIp),
+        dns: config.dns,
+      },
+    },
+  });
+  const hostNet = new LinuxHostNetwork({ bridge: config.bridge.name, cidr: config.bridge.cidr, log });
+  const executor = await createFirecrackerExecutor(cfg, hostNet, log);
+  log.info({ firecracker: host.firecrackerVersion, cgroup: host.cgroup2Mount }, "firecracker backend ready");
+  return { executor, network: hostNet };
+}
