@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -137,4 +137,73 @@ describe.skipIf(missing !== null)("agent with the real QEMU executor", () => {
     expect(await executor.inspect("real-one")).toBe("gone");
     expect(a.agent.ipPool.get("real-one")).toBeNull();
   }, 300_000);
+
+  it("creates three boxes at once through the control plane, each with its own identity, disk and cleanup", async () => {
+    const slugs = ["trio-a", "trio-b", "trio-c"];
+    const created = await Promise.all(
+      slugs.map((name) => cp.admin.post("/api/v1/boxes", { template: "minimal", name })),
+    );
+    expect(created.map((r) => r.status)).toEqual([202, 202, 202]);
+    const boxes = await Promise.all(slugs.map((slug) => waitForBox(cp, slug, "running", 180_000)));
+    const ips = boxes.map((b) => b.ip as string);
+    expect(new Set(ips).size).toBe(3);
+    const macs = new Set<string>();
+    for (const [i, slug] of slugs.entries()) {
+      const ip = ips[i]!;
+      expect(ns.curl(`http://${ip}:8000/`).trim()).toBe(slug);
+      expect(ns.curl(`http://${ip}:8888/`).trim()).toBe(slug);
+      const identity = ns.curl(`http://${ip}:8000/cgi-bin/identity`);
+      expect(identity).toContain(`hostname=${slug}`);
+      macs.add(/mac=(\S+)/.exec(identity)![1]!);
+      // What the edge will dial for the site and code URLs.
+      expect(a.routes.get(slug)?.upstream(8000)).toBe(`${ip}:8000`);
+      expect(a.routes.get(slug)?.upstream(8888)).toBe(`${ip}:8888`);
+    }
+    expect(macs.size).toBe(3);
+
+    // A file on the volume survives stop/start; reset wipes it and keeps slug, IP and URL.
+    const [first] = slugs;
+    const ip = ips[0]!;
+    expect(ns.curl(`http://${ip}:8000/cgi-bin/data`, "kept-on-the-volume").trim()).toBe("stored");
+    await cp.admin.post(`/api/v1/boxes/${first}/stop`);
+    await waitForBox(cp, first!, "stopped", 60_000);
+    await cp.admin.post(`/api/v1/boxes/${first}/start`);
+    await waitForBox(cp, first!, "running", 120_000);
+    await waitFor(
+      "guest answers after start",
+      () => ns.curl(`http://${ip}:8000/`).trim() === first,
+      60_000,
+      1000,
+    );
+    expect(ns.curl(`http://${ip}:8000/cgi-bin/data`).trim()).toBe("kept-on-the-volume");
+    const urlBefore = (await cp.admin.get(`/api/v1/boxes/${first}`)).body.urls;
+    await cp.admin.post(`/api/v1/boxes/${first}/reset`);
+    const afterReset = await waitForBox(cp, first!, "running", 120_000);
+    expect(afterReset.ip).toBe(ip);
+    expect(afterReset.urls).toEqual(urlBefore);
+    await waitFor(
+      "guest answers after reset",
+      () => ns.curl(`http://${ip}:8000/`).trim() === first,
+      60_000,
+      1000,
+    );
+    expect(ns.curl(`http://${ip}:8000/cgi-bin/data`).trim()).toBe("(none)");
+
+    // Delete leaves no VM, TAP, disk, socket, IP allocation or route (spec page 12 §8).
+    const tapsBefore = await network.listTaps();
+    expect(tapsBefore).toHaveLength(3);
+    await Promise.all(slugs.map((slug) => cp.admin.del(`/api/v1/boxes/${slug}`)));
+    for (const slug of slugs) {
+      await waitFor(
+        "deleted",
+        async () => (await cp.admin.get(`/api/v1/boxes/${slug}`)).status === 404,
+        60_000,
+      );
+      expect(await executor.inspect(slug)).toBe("gone");
+      expect(a.agent.ipPool.get(slug)).toBeNull();
+      expect(a.routes.get(slug)).toBeUndefined();
+      expect(existsSync(join(a.dataDir, "qemu", "boxes", slug))).toBe(false);
+    }
+    expect(await network.listTaps()).toEqual([]);
+  }, 600_000);
 });
