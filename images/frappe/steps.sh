@@ -27,6 +27,11 @@ install_code_server() {
   "$repo/images/code/stage-code-server.sh" "$stage" "$CODE_SERVER_VERSION"
   mkdir -p "$rfs/usr/local/lib/code-server"
   cp -a "$stage/node_modules" "$rfs/usr/local/lib/code-server/"
+  # code-server's parent gives its child 10 s to say hello; a guest under TCG (no KVM),
+  # starting next to other guests, can take longer, and every miss restarts it from zero.
+  local wrapper=$rfs/usr/local/lib/code-server/node_modules/code-server/out/node/wrapper.js
+  grep -q '^const timeoutInterval = 10000;' "$wrapper" || { echo "code-server wrapper changed: review the timeout patch" >&2; return 1; }
+  sed -i 's/^const timeoutInterval = 10000;/const timeoutInterval = 120000;/' "$wrapper"
   printf '#!/bin/sh\nexec /usr/local/bin/node /usr/local/lib/code-server/node_modules/code-server/out/node/entry.js "$@"\n' \
     > "$rfs/usr/local/bin/code-server"
   chmod 0755 "$rfs/usr/local/bin/code-server"

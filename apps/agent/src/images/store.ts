@@ -1,4 +1,4 @@
-import { access, readdir, readFile, rename, stat, writeFile } from "node:fs/promises";
+import { access, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { ImageError } from "./errors.ts";
 
@@ -108,6 +108,21 @@ export class ImageStore {
       version: v.version,
       inputsHash: v.inputsHash,
     });
+  }
+
+  /**
+   * Removes versions that are neither current nor in `inUse` (versions golden builds or
+   * boxes back onto: the caller knows them). Returns the removed versions.
+   */
+  async prune(template: string, inUse: ReadonlySet<string>): Promise<string[]> {
+    const current = (await this.current(template))?.version;
+    const removed: string[] = [];
+    for (const v of await this.list(template)) {
+      if (v.version === current || inUse.has(v.version)) continue;
+      await rm(v.dir, { recursive: true, force: true });
+      removed.push(v.version);
+    }
+    return removed;
   }
 
   /** The template's golden snapshot must be rebuilt from `version` before new boxes use it. */

@@ -2,7 +2,7 @@
 // code-server from npm, golden-builds it under QEMU and restores boxes from it. The built
 // image is cached in .data/template-images by its inputs hash, so later runs reuse it.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -52,6 +52,8 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
       throw err;
     });
     version = built.version;
+    // The cache keeps one build per template (the current one); older ones are dropped.
+    await store.prune("code", new Set());
     timings.imageBuildMs = Math.round(performance.now() - t0);
     timings.imageCached = String(built.cached);
     timings.imageDiskMiB = Math.round(built.diskBytes / 1024 ** 2);
@@ -188,6 +190,20 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
     });
     expect(ls).toContain("workspace");
     expect((await fetch(`http://${up(8888)}/healthz`)).status).toBe(200);
+  });
+
+  it("copies its service logs to the serial console (the agent's live log stream)", async () => {
+    const { spec, up } = boxes[0]!;
+    // A request code-server logs, after the restore: proves the copy is live, not replayed.
+    await fetch(`http://${up(8888)}/vscode-remote-resource?path=/nonexistent-${spec.slug}`);
+    const serial = boxPaths(dataDir, spec.slug).serial;
+    let text = "";
+    for (let i = 0; i < 40 && !text.includes(`/nonexistent-${spec.slug}`); i++) {
+      text = readFileSync(serial, "utf8");
+      if (!text.includes(`/nonexistent-${spec.slug}`)) await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(text).toContain("DOPPIO-READY 1");
+    expect(text).toMatch(new RegExp(`\\[svc code-server\\] .*nonexistent-${spec.slug}`));
   });
 
   it("cold-boots a box from the same image (measured beside the golden restore)", async () => {

@@ -94,6 +94,13 @@ describe("image store and buildImage (stand-in recipe)", () => {
     expect((await store.goldenStale("code"))?.version).toBe(r.version);
   });
 
+  it("prunes versions that are neither current nor in use", async () => {
+    const [old, current] = await store.list("code");
+    expect(await store.prune("code", new Set([old!.version]))).toEqual([]);
+    expect(await store.prune("code", new Set())).toEqual([old!.version]);
+    expect((await store.list("code")).map((v) => v.version)).toEqual([current!.version]);
+  });
+
   it("fails with network_unreachable and the recipe's message, leaving nothing behind", async () => {
     const before = await store.list("code");
     const report = new RecordingReporter();
