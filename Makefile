@@ -16,6 +16,7 @@ bench: bootstrap
 	npm run bench:dispatch
 	npm run bench:edge
 	npm run bench:create
+	npm run bench:overhead
 
 lint:
 	npx biome check .

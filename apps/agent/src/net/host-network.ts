@@ -91,8 +91,8 @@ export class LinuxHostNetwork implements HostNetwork {
     if (!(await this.#linkExists(tap))) {
       await this.#tolerate(this.#ip(["tuntap", "add", "dev", tap, "mode", "tap"]), "File exists");
     }
-    await this.#ip(["link", "set", "dev", tap, "master", this.bridge]);
-    await this.#ip(["link", "set", "dev", tap, "up"]);
+    // One `ip` run for both: every spawn here is on the create path.
+    await this.#ip(["link", "set", "dev", tap, "master", this.bridge, "up"]);
   }
 
   async removeTap(tap: string): Promise<void> {

@@ -71,8 +71,7 @@ export async function launchBox(
     };
     await report.step("prepare_disks", async () => {
       await mkdir(paths.dir, { recursive: true });
-      await createOverlay(base.disk, paths.overlay);
-      await createVolume(paths.volume, spec.diskGb);
+      await Promise.all([createOverlay(base.disk, paths.overlay), createVolume(paths.volume, spec.diskGb)]);
     });
   }
   const net = await report.step("setup_network", async () => {

@@ -1,0 +1,141 @@
+/**
+ * Platform overhead of a create: the whole path (API request → placement → long-poll
+ * claim → agent handler → QEMU restore → guest ready → events back → box running), minus
+ * the two parts that belong to the VMM and the guest (the restore_vm and wait_ready steps).
+ * Control plane (PGlite) and agent in this process, QEMU in a network namespace made here.
+ *
+ *   npm run bench:overhead [-- --boxes 6] [--steps]   (--steps prints every create's step times)
+ */
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { pino } from "pino";
+import { LinuxHostNetwork } from "../src/net/host-network.ts";
+import { QemuExecutor } from "../src/vmm/qemu/executor.ts";
+import { buildMinimalImage, GOLDEN_NET, IMAGES_DIR, qemuUnavailable, REPO } from "../test/qemu/support.ts";
+import {
+  API_TOKEN,
+  boxJobs,
+  startAgent,
+  startCp,
+  waitFor,
+  waitForHeartbeat,
+} from "../test/support/agent-harness.ts";
+import { TestNetns } from "../test/support/netns.ts";
+
+const { values } = parseArgs({
+  options: { boxes: { type: "string", default: "6" }, steps: { type: "boolean", default: false } },
+});
+const BOXES = Number(values.boxes);
+const missing = qemuUnavailable();
+if (missing) {
+  console.error(`bench:overhead needs ${missing}`);
+  process.exit(2);
+}
+
+buildMinimalImage("bench-overhead");
+const ns = TestNetns.create("dbxo");
+const cp = await startCp();
+let executor: QemuExecutor | undefined;
+let network: LinuxHostNetwork | undefined;
+const a = await startAgent({
+  cpUrl: cp.url,
+  token: cp.agentToken,
+  listen: true,
+  config: {
+    templates: [
+      { name: "minimal", version: "bench-overhead", readyPorts: [8000, 8888], memoryMb: 256, vcpu: 1 },
+    ],
+  },
+  backend: (dataDir) => {
+    const log = pino({ level: "warn" });
+    network = new LinuxHostNetwork({ bridge: "br-devbox", cidr: "10.0.0.0/16", netns: ns.name, log });
+    executor = new QemuExecutor({
+      dataDir: join(dataDir, "qemu"),
+      imagesDir: IMAGES_DIR,
+      network,
+      netns: ns.name,
+      goldenNet: GOLDEN_NET,
+      accel: "auto",
+      accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
+      log,
+    });
+    return { executor, network };
+  },
+});
+try {
+  await network!.ensureBridge();
+  await waitForHeartbeat(cp);
+  await fetch(`${a.apiUrl}/golden-snapshot/build`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${API_TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify({ template: "minimal" }),
+  });
+  await waitFor(
+    "golden",
+    async () => (await executor!.goldenStatus("minimal")).status === "ready",
+    300_000,
+    200,
+  );
+
+  const totals: number[] = [];
+  const vmm: number[] = [];
+  const breakdown: Array<Record<string, number>> = [];
+  for (let i = 0; i < BOXES; i++) {
+    const slug = `over-${i}`;
+    const started = performance.now();
+    await cp.admin.post("/api/v1/boxes", { template: "minimal", name: slug });
+    await waitFor(
+      "running",
+      async () => (await cp.admin.get(`/api/v1/boxes/${slug}`)).body.status === "running",
+      120_000,
+      10,
+    );
+    totals.push(performance.now() - started);
+    const [job] = await boxJobs(cp, slug);
+    const stepMs = (name: string) => {
+      const s = job.steps.findLast((x: { name: string }) => x.name === name);
+      return Date.parse(s.finishedAt) - Date.parse(s.startedAt);
+    };
+    vmm.push(stepMs("restore_vm") + stepMs("wait_ready"));
+    const steps = job.steps as Array<{ name: string; startedAt: string; finishedAt: string }>;
+    if (values.steps)
+      console.log(
+        steps.map((x) => `${x.name}=${Date.parse(x.finishedAt) - Date.parse(x.startedAt)}`).join(" "),
+      );
+    const firstStep = Math.min(...steps.map((x) => Date.parse(x.startedAt)));
+    const lastStep = Math.max(...steps.map((x) => Date.parse(x.finishedAt)));
+    const inSteps = steps.reduce((sum, x) => sum + Date.parse(x.finishedAt) - Date.parse(x.startedAt), 0);
+    breakdown.push({
+      queued: firstStep - Date.parse(job.createdAt),
+      otherSteps: inSteps - vmm.at(-1)!,
+      between: lastStep - firstStep - inSteps,
+      reported: Date.parse(job.finishedAt) - lastStep,
+    });
+    await cp.admin.del(`/api/v1/boxes/${slug}`);
+    await waitFor(
+      "deleted",
+      async () => (await cp.admin.get(`/api/v1/boxes/${slug}`)).status === 404,
+      60_000,
+      20,
+    );
+  }
+  const p50 = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor((xs.length - 1) / 2)]!;
+  const overhead = totals.map((t, i) => t - vmm[i]!);
+  const fmt = (ms: number) => `${ms.toFixed(0)} ms`;
+  console.log(`bench:overhead — ${BOXES} creates through control plane + agent + QEMU (TCG), one at a time`);
+  console.log(`  create request -> box running   p50 ${fmt(p50(totals))}  [${totals.map(fmt).join(", ")}]`);
+  console.log(`  VMM restore + guest ready        p50 ${fmt(p50(vmm))}`);
+  console.log(
+    `  platform overhead (the rest)     p50 ${fmt(p50(overhead))}  [${overhead.map(fmt).join(", ")}]`,
+  );
+  console.log(`  overhead share of create         ${((p50(overhead) / p50(totals)) * 100).toFixed(0)}%`);
+  for (const key of ["queued", "otherSteps", "between", "reported"]) {
+    console.log(`    ${key.padEnd(12)} p50 ${fmt(p50(breakdown.map((b) => b[key]!)))}`);
+  }
+} finally {
+  for (const { slug } of (await executor?.list()) ?? [])
+    await executor?.remove(slug, { step: (_n, f) => f(), log: () => {} }).catch(() => {});
+  await a.close();
+  await cp.close();
+  ns.destroy();
+}
