@@ -17,8 +17,6 @@ APT_PACKAGES=(
   libkrb5-dev ripgrep build-essential python3 zip openssh-client
   # browser tests
   chromium
-  # provisioning
-  ansible
   # misc tools used by scripts and tests
   curl jq sqlite3 tmux ca-certificates
   # CLI tests: zsh completion script syntax and behaviour
