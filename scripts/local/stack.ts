@@ -119,10 +119,19 @@ function caddyBootConfig(): string {
   return file;
 }
 
-/** The template's image in the agent's image store (the recipe skips an up-to-date build). */
+/**
+ * The template's image in the agent's image store. A built image is never rebuilt in place:
+ * the golden snapshot and every box's disk are copy-on-write layers on top of it.
+ */
 function buildImage(template: string, version: string): void {
   const out = path.join(DATA, "agent/images", template, version);
-  console.log(`doppiobox: checking the ${template} image…`);
+  if (existsSync(path.join(out, "rootfs.qcow2"))) {
+    console.log(
+      `doppiobox: using the built ${template} image (remove ${DATA} to rebuild it from its recipe)`,
+    );
+    return;
+  }
+  console.log(`doppiobox: building the ${template} image…`);
   execFileSync(path.join(ROOT, "scripts/build-image.sh"), [template, out], { cwd: ROOT, stdio: "inherit" });
 }
 
