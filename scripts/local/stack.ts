@@ -62,7 +62,8 @@ async function adminSession(secrets: Secrets): Promise<string> {
 async function serverToken(secrets: Secrets, cookie: string): Promise<string> {
   if (secrets.agentToken) return secrets.agentToken;
   const capacity = {
-    vcpu: os.cpus().length,
+    // Dev boxes idle most of the time: vCPUs are overcommitted 4:1, memory is not.
+    vcpu: os.cpus().length * 4,
     memoryMb: Math.floor((os.totalmem() / 1024 / 1024) * 0.75),
     diskGb: 50,
   };

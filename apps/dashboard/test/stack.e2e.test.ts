@@ -5,13 +5,17 @@
  * open its site and VS Code URLs and see the box's own content, stop, start, delete.
  */
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { request } from "node:http";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildCli, cliHome } from "../../cli/test/support/cli.ts";
 import { hasChromium, launchBrowser, type TestBrowser } from "./support/browser.ts";
 
+const EMAIL = `e2e-${process.pid}@example.com`;
+const PASSWORD = "correct horse battery staple";
 const ROOT = path.resolve(import.meta.dirname, "../../..");
 const SHOTS = path.join(ROOT, "test-artifacts/e2e");
 const isRoot = process.getuid?.() === 0;
@@ -29,6 +33,25 @@ async function freePort(): Promise<number> {
       const { port } = srv.address() as { port: number };
       srv.close(() => resolve(port));
     });
+  });
+}
+
+/** GET through the local edge (Caddy) with a box's Host header (fetch cannot set Host). */
+function viaEdge(host: string, urlPath = "/"): Promise<{ status: number; body: string }> {
+  const port = Number(process.env.DOPPIO_UP_EDGE_PORT);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: "127.0.0.1", port, path: urlPath, headers: { host: `${host}:${port}` } },
+      (res) => {
+        let body = "";
+        res.on("data", (d) => {
+          body += d;
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on("error", reject);
+    req.end();
   });
 }
 
@@ -71,8 +94,8 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
   it("signs up, creates a box, opens its site and VS Code, stops, starts and deletes it", async () => {
     await page.goto("/dashboard/");
     await page.getByRole("link", { name: "Create an account" }).click();
-    await page.getByLabel("Email").fill(`e2e-${process.pid}@example.com`);
-    await page.getByLabel("Password").fill("correct horse battery staple");
+    await page.getByLabel("Email").fill(EMAIL);
+    await page.getByLabel("Password").fill(PASSWORD);
     await page.getByRole("button", { name: "Create account" }).click();
     await page.getByRole("heading", { name: "No boxes yet" }).waitFor();
 
@@ -102,11 +125,8 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
     expect((await site.textContent("body"))?.trim()).toBe("e2e-box");
     await site.screenshot({ path: path.join(SHOTS, `${String(++shot).padStart(2, "0")}-code.png`) });
     // A browser without that sign-in gets no further than a sign-in redirect.
-    const stranger = await fetch(`http://127.0.0.1:${process.env.DOPPIO_UP_EDGE_PORT}/`, {
-      headers: { host: `e2e-box.code.localhost:${process.env.DOPPIO_UP_EDGE_PORT}` },
-      redirect: "manual",
-    });
-    expect(stranger.status).not.toBe(200);
+    const stranger = await viaEdge("e2e-box.code.localhost");
+    expect(stranger.status).toBe(401);
     await site.close();
 
     await page.getByRole("button", { name: "Stop", exact: true }).click();
@@ -124,5 +144,64 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
     await page.getByRole("heading", { name: "No boxes yet" }).waitFor({ timeout: 60_000 });
     await screenshot("deleted");
     expect(browser.consoleErrors).toEqual([]);
+  }, 420_000);
+
+  it("creates three boxes at once, each answering its site and VS Code URLs through Caddy as itself", async () => {
+    const slugs = ["trio-1", "trio-2", "trio-3"];
+    const created = await Promise.all(
+      slugs.map((name) =>
+        page.request.post("/api/v1/boxes", { data: { template: "minimal", name } }).then((r) => r.status()),
+      ),
+    );
+    expect(created).toEqual([202, 202, 202]);
+    for (const slug of slugs) {
+      await expect
+        .poll(async () => (await (await page.request.get(`/api/v1/boxes/${slug}`)).json()).status, {
+          timeout: 180_000,
+          interval: 500,
+        })
+        .toBe("running");
+    }
+    const macs = new Set<string>();
+    for (const slug of slugs) {
+      expect((await viaEdge(`${slug}.site.localhost`)).body.trim()).toBe(slug);
+      const identity = (await viaEdge(`${slug}.site.localhost`, "/cgi-bin/identity")).body;
+      expect(identity).toContain(`hostname=${slug}`);
+      macs.add(/mac=(\S+)/.exec(identity)![1]!);
+      const code = await browser.context.newPage();
+      const href = `/api/v1/access/open?host=${slug}.code.localhost&next=%2F`;
+      await code.goto(new URL(href, settings.API_URL).toString());
+      expect((await code.textContent("body"))?.trim()).toBe(slug);
+      await code.close();
+    }
+    expect(macs.size).toBe(3);
+    for (const slug of slugs) expect((await page.request.delete(`/api/v1/boxes/${slug}`)).status()).toBe(202);
+  }, 420_000);
+
+  it("drives the same stack from the doppio CLI: login, create with wait, ls, stop, start, rm", async () => {
+    await buildCli();
+    const home = await cliHome();
+    try {
+      const login = await home.run(
+        ["login", "--url", settings.API_URL, "--email", EMAIL, "--password-stdin"],
+        { input: `${PASSWORD}\n` },
+      );
+      expect(login.code).toBe(0);
+      const create = await home.run(["create", "cli-box", "--template", "minimal", "--env", "GREETING=hi"]);
+      expect(create.stderr).toMatch(/Restoring from the golden snapshot/);
+      expect(create.code).toBe(0);
+      expect((await viaEdge("cli-box.site.localhost", "/cgi-bin/identity")).body).toContain("greeting=hi");
+      const ls = await home.run(["ls", "--json"]);
+      expect(JSON.parse(ls.stdout).find((b: { slug: string }) => b.slug === "cli-box").status).toBe(
+        "running",
+      );
+      expect((await home.run(["stop", "cli-box"])).code).toBe(0);
+      expect(JSON.parse((await home.run(["status", "cli-box", "--json"])).stdout).status).toBe("stopped");
+      expect((await home.run(["start", "cli-box"])).code).toBe(0);
+      expect((await home.run(["rm", "cli-box", "--yes"])).code).toBe(0);
+      expect((await home.run(["status", "cli-box"])).code).toBe(1);
+    } finally {
+      await home.cleanup();
+    }
   }, 420_000);
 });
