@@ -18,7 +18,7 @@ import { agentJobs, boxes, servers, serverTemplates, templates } from "../db/sch
 import { type Candidate, placeBox } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
 import { audit } from "./audit.ts";
-import { type BoxRow, publishBox } from "./box-view.ts";
+import { type BoxRow, loadBoxView, publishBox, toBox } from "./box-view.ts";
 import { usedByServer } from "./capacity.ts";
 import { insertJob, type JobRow } from "./jobs.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
@@ -77,14 +77,14 @@ async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
 }
 
 /**
- * Wakes the server's claim long-poll first, then tells the team's realtime stream, so
- * the dashboard's read never sits in front of the agent's claim.
+ * Reads the box as the transaction left it, then wakes the server's claim long-poll, then
+ * publishes that read: the stream sees every state in order, and no read of ours sits
+ * between the enqueue and the agent's claim.
  */
-function announce(ctx: Ctx, serverId: string, boxId: string): void {
+async function announce(ctx: Ctx, serverId: string, boxId: string): Promise<void> {
+  const view = await loadBoxView(ctx, boxId);
   ctx.bus.jobEnqueued(serverId);
-  setImmediate(() => {
-    publishBox(ctx, boxId).catch((err) => ctx.log.error({ err, box: boxId }, "realtime publish failed"));
-  });
+  if (view) ctx.bus.publish(view.box.teamId, { type: "box", box: toBox(view.box, view.server) });
 }
 
 export async function createBox(
@@ -146,7 +146,7 @@ export async function createBox(
         });
         return { box: box!, job };
       });
-      announce(ctx, created.job.serverId, created.box.id);
+      await announce(ctx, created.job.serverId, created.box.id);
       return created;
     } catch (err) {
       if (!isUniqueViolation(err)) throw err;
@@ -214,7 +214,7 @@ export async function performAction(
       });
       return { box: updated, job, deduplicated: false };
     });
-    announce(ctx, result.job.serverId, box.id);
+    await announce(ctx, result.job.serverId, box.id);
     return result;
   } catch (err) {
     if (isUniqueViolation(err)) throw new AppError("conflict", `box "${slug}" already has a job in progress`);
