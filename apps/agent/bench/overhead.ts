@@ -6,21 +6,11 @@
  *
  *   npm run bench:overhead [-- --boxes 6] [--steps]   (--steps prints every create's step times)
  */
-import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { pino } from "pino";
-import { LinuxHostNetwork } from "../src/net/host-network.ts";
-import { QemuExecutor } from "../src/vmm/qemu/executor.ts";
-import { buildMinimalImage, GOLDEN_NET, IMAGES_DIR, qemuUnavailable, REPO } from "../test/qemu/support.ts";
-import {
-  API_TOKEN,
-  boxJobs,
-  startAgent,
-  startCp,
-  waitFor,
-  waitForHeartbeat,
-} from "../test/support/agent-harness.ts";
+import { buildMinimalImage, qemuUnavailable } from "../test/qemu/support.ts";
+import { API_TOKEN, boxJobs, startCp, waitFor } from "../test/support/agent-harness.ts";
 import { TestNetns } from "../test/support/netns.ts";
+import { startQemuAgent } from "../test/support/qemu-agent.ts";
 
 const { values } = parseArgs({
   options: { boxes: { type: "string", default: "6" }, steps: { type: "boolean", default: false } },
@@ -35,36 +25,8 @@ if (missing) {
 buildMinimalImage("bench-overhead");
 const ns = TestNetns.create("dbxo");
 const cp = await startCp();
-let executor: QemuExecutor | undefined;
-let network: LinuxHostNetwork | undefined;
-const a = await startAgent({
-  cpUrl: cp.url,
-  token: cp.agentToken,
-  listen: true,
-  config: {
-    templates: [
-      { name: "minimal", version: "bench-overhead", readyPorts: [8000, 8888], memoryMb: 256, vcpu: 1 },
-    ],
-  },
-  backend: (dataDir) => {
-    const log = pino({ level: "warn" });
-    network = new LinuxHostNetwork({ bridge: "br-devbox", cidr: "10.0.0.0/16", netns: ns.name, log });
-    executor = new QemuExecutor({
-      dataDir: join(dataDir, "qemu"),
-      imagesDir: IMAGES_DIR,
-      network,
-      netns: ns.name,
-      goldenNet: GOLDEN_NET,
-      accel: "auto",
-      accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
-      log,
-    });
-    return { executor, network };
-  },
-});
+const { a, executor } = await startQemuAgent(cp, ns, "bench-overhead");
 try {
-  await network!.ensureBridge();
-  await waitForHeartbeat(cp);
   await fetch(`${a.apiUrl}/golden-snapshot/build`, {
     method: "POST",
     headers: { authorization: `Bearer ${API_TOKEN}`, "content-type": "application/json" },
@@ -72,7 +34,7 @@ try {
   });
   await waitFor(
     "golden",
-    async () => (await executor!.goldenStatus("minimal")).status === "ready",
+    async () => (await executor.goldenStatus("minimal")).status === "ready",
     300_000,
     200,
   );
@@ -133,8 +95,8 @@ try {
     console.log(`    ${key.padEnd(12)} p50 ${fmt(p50(breakdown.map((b) => b[key]!)))}`);
   }
 } finally {
-  for (const { slug } of (await executor?.list()) ?? [])
-    await executor?.remove(slug, { step: (_n, f) => f(), log: () => {} }).catch(() => {});
+  for (const { slug } of (await executor.list()) ?? [])
+    await executor.remove(slug, { step: (_n, f) => f(), log: () => {} }).catch(() => {});
   await a.close();
   await cp.close();
   ns.destroy();

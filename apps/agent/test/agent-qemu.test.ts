@@ -1,23 +1,21 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { logOnlyReporter } from "../src/jobs/reporter.ts";
-import { LinuxHostNetwork } from "../src/net/host-network.ts";
-import { QemuExecutor } from "../src/vmm/qemu/executor.ts";
-import { buildMinimalImage, GOLDEN_NET, IMAGES_DIR, qemuUnavailable, REPO } from "./qemu/support.ts";
+import type { LinuxHostNetwork } from "../src/net/host-network.ts";
+import type { QemuExecutor } from "../src/vmm/qemu/executor.ts";
+import { buildMinimalImage, qemuUnavailable } from "./qemu/support.ts";
 import {
   API_TOKEN,
   boxJobs,
-  startAgent,
   startCp,
   type TestAgent,
   type TestCp,
   waitFor,
   waitForBox,
-  waitForHeartbeat,
 } from "./support/agent-harness.ts";
 import { TestNetns } from "./support/netns.ts";
+import { startQemuAgent } from "./support/qemu-agent.ts";
 
 const missing = qemuUnavailable();
 if (missing) console.warn(`SKIPPING agent + real QEMU end-to-end test: ${missing}`);
@@ -37,33 +35,7 @@ describe.skipIf(missing !== null)("agent with the real QEMU executor", () => {
     buildMinimalImage("agent-e2e");
     ns = TestNetns.create("dbxa");
     cp = await startCp();
-    a = await startAgent({
-      cpUrl: cp.url,
-      token: cp.agentToken,
-      listen: true,
-      config: {
-        templates: [
-          { name: "minimal", version: "agent-e2e", readyPorts: [8000, 8888], memoryMb: 256, vcpu: 1 },
-        ],
-      },
-      backend: (dataDir) => {
-        const log = pino({ level: "warn" });
-        network = new LinuxHostNetwork({ bridge: "br-devbox", cidr: "10.0.0.0/16", netns: ns.name, log });
-        executor = new QemuExecutor({
-          dataDir: join(dataDir, "qemu"),
-          imagesDir: IMAGES_DIR,
-          network,
-          netns: ns.name,
-          goldenNet: GOLDEN_NET,
-          accel: "auto",
-          accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
-          log,
-        });
-        return { executor, network };
-      },
-    });
-    await network.ensureBridge();
-    await waitForHeartbeat(cp);
+    ({ a, executor, network } = await startQemuAgent(cp, ns, "agent-e2e"));
   }, 300_000);
   afterAll(async () => {
     if (executor) {
