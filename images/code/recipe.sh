@@ -12,25 +12,6 @@ NODE_BIN=${NODE_BIN:-$(command -v node)}
 NODE_VERSION=$("$NODE_BIN" -v)
 HASH_INPUTS=("code-server=$CODE_SERVER_VERSION" "node=$NODE_VERSION")
 
-# code-server leaves a child behind for a few seconds after --install-extension: stop
-# the processes this build started inside the chroot (by PID), then unmount.
-release_chroot() {
-  local rfs=$1 p i
-  for i in $(seq 1 50); do
-    umount "$rfs/proc" 2> /dev/null || true
-    umount "$rfs/dev" 2> /dev/null || true
-    mountpoint -q "$rfs/dev" || mountpoint -q "$rfs/proc" || return 0
-    if [ "$i" = 20 ]; then
-      for p in /proc/[0-9]*; do
-        [ "$(readlink "$p/root" 2> /dev/null)" = "$rfs" ] && kill "${p#/proc/}" 2> /dev/null
-      done
-    fi
-    sleep 0.2
-  done
-  echo "cannot unmount $rfs/dev or $rfs/proc" >&2
-  return 1
-}
-
 customize() {
   local rfs=$1
   [[ $NODE_VERSION == v20.* ]] || { echo "code template needs Node 20 on the host (found $NODE_VERSION)" >&2; return 1; }

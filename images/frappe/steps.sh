@@ -73,23 +73,6 @@ chroot_run() {
   return $rc
 }
 
-release_chroot() {
-  local rfs=$1 p i
-  for i in $(seq 1 50); do
-    umount "$rfs/proc" 2> /dev/null || true
-    umount "$rfs/dev" 2> /dev/null || true
-    mountpoint -q "$rfs/dev" || mountpoint -q "$rfs/proc" || return 0
-    if [ "$i" = 20 ]; then
-      for p in /proc/[0-9]*; do
-        [ "$(readlink "$p/root" 2> /dev/null)" = "$rfs" ] && kill "${p#/proc/}" 2> /dev/null
-      done
-    fi
-    sleep 0.2
-  done
-  echo "cannot unmount $rfs/dev or $rfs/proc" >&2
-  return 1
-}
-
 # Needs PyPI and GitHub (not reachable on the project's build machines: unverified here).
 build_bench() {
   local rfs=$1

@@ -1,3 +1,5 @@
+import { CodedError } from "../coded-error.ts";
+
 export const IMAGE_ERROR_CODES = [
   "unknown_template",
   /** The recipe needs a network (PyPI, GitHub) this host cannot reach; nothing was built. */
@@ -9,12 +11,6 @@ export const IMAGE_ERROR_CODES = [
 ] as const;
 export type ImageErrorCode = (typeof IMAGE_ERROR_CODES)[number];
 
-export class ImageError extends Error {
+export class ImageError extends CodedError<ImageErrorCode> {
   override readonly name = "ImageError";
-  readonly code: ImageErrorCode;
-
-  constructor(code: ImageErrorCode, message: string, cause?: unknown) {
-    super(message, cause === undefined ? undefined : { cause });
-    this.code = code;
-  }
 }

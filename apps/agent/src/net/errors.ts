@@ -1,3 +1,5 @@
+import { CodedError } from "../coded-error.ts";
+
 export const NETWORK_ERROR_CODES = [
   /** A bridge/TAP/NAT command failed. */
   "command_failed",
@@ -6,12 +8,6 @@ export const NETWORK_ERROR_CODES = [
 ] as const;
 export type NetworkErrorCode = (typeof NETWORK_ERROR_CODES)[number];
 
-export class NetworkError extends Error {
+export class NetworkError extends CodedError<NetworkErrorCode> {
   override readonly name = "NetworkError";
-  readonly code: NetworkErrorCode;
-
-  constructor(code: NetworkErrorCode, message: string, cause?: unknown) {
-    super(message, cause === undefined ? undefined : { cause });
-    this.code = code;
-  }
 }

@@ -1,3 +1,5 @@
+import { CodedError } from "../../coded-error.ts";
+
 export const QEMU_ERROR_CODES = [
   /** QEMU answered a QMP command with an error. */
   "qmp_error",
@@ -17,12 +19,6 @@ export const QEMU_ERROR_CODES = [
 ] as const;
 export type QemuErrorCode = (typeof QEMU_ERROR_CODES)[number];
 
-export class QemuError extends Error {
+export class QemuError extends CodedError<QemuErrorCode> {
   override readonly name = "QemuError";
-  readonly code: QemuErrorCode;
-
-  constructor(code: QemuErrorCode, message: string, cause?: unknown) {
-    super(message, cause === undefined ? undefined : { cause });
-    this.code = code;
-  }
 }
