@@ -22,6 +22,7 @@ import { agentRoutes } from "./routes/agent.ts";
 import { authRoutes } from "./routes/auth.ts";
 import { boxRoutes } from "./routes/boxes.ts";
 import { eventRoutes } from "./routes/events.ts";
+import { agentLogRoutes, logRoutes } from "./routes/logs.ts";
 import { serverRoutes } from "./routes/servers.ts";
 import { loadAccessKeys } from "./services/access.ts";
 import { reapExpiredJobs } from "./services/jobs.ts";
@@ -104,7 +105,9 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   await app.register(serverRoutes(ctx), { prefix: "/api/v1" });
   await app.register(eventRoutes(ctx), { prefix: "/api/v1" });
   await app.register(accessRoutes(ctx), { prefix: "/api/v1" });
+  await app.register(logRoutes(ctx), { prefix: "/api/v1" });
   await app.register(agentRoutes(ctx), { prefix: "/agent/v1" });
+  await app.register(agentLogRoutes(ctx), { prefix: "/agent/v1" });
 
   if (config.dashboardDir && existsSync(config.dashboardDir)) {
     await app.register(fastifyStatic, { root: config.dashboardDir, prefix: "/dashboard/", wildcard: false });

@@ -4,4 +4,5 @@ export * from "./box.ts";
 export * from "./errors.ts";
 export * from "./hosts.ts";
 export * from "./job.ts";
+export * from "./logs.ts";
 export * from "./slug.ts";

@@ -239,3 +239,32 @@ export const settings = pgTable("settings", {
   value: text("value").notNull(),
   createdAt: createdAt(),
 });
+
+/**
+ * Recent guest log lines per box (serial console and service output), shipped by the
+ * agent; trimmed to the newest LOG_KEEP_LINES per box. `seq` orders lines platform-wide,
+ * so a client resumes after the last one it saw.
+ */
+export const boxLogs = pgTable(
+  "box_logs",
+  {
+    seq: bigint("seq", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    boxId: text("box_id")
+      .notNull()
+      .references(() => boxes.id, { onDelete: "cascade" }),
+    at: ts("at").notNull(),
+    source: text("source").notNull(),
+    text: text("text").notNull(),
+  },
+  (t) => [index("box_logs_box_seq_idx").on(t.boxId, t.seq)],
+);
+
+/** How far the control plane holds each box's serial log (the agent resumes from here). */
+export const boxLogCursors = pgTable("box_log_cursors", {
+  boxId: text("box_id")
+    .primaryKey()
+    .references(() => boxes.id, { onDelete: "cascade" }),
+  epoch: bigint("epoch", { mode: "number" }).notNull(),
+  offset: bigint("offset", { mode: "number" }).notNull(),
+  updatedAt: ts("updated_at").notNull().defaultNow(),
+});

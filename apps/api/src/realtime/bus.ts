@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import type { Box, Job } from "@doppio/contracts";
+import type { Box, Job, LogLine } from "@doppio/contracts";
 
 export type RealtimeEvent =
   | { type: "box"; box: Box }
@@ -7,7 +7,8 @@ export type RealtimeEvent =
 
 /**
  * In-process fan-out of state changes: `server:<id>` wakes that server's claim long-polls,
- * `team:<id>` feeds the realtime stream of that team's members. One replica only; several
+ * `team:<id>` feeds the realtime stream of that team's members, `logs:<box id>` the followers
+ * of that box's log. One replica only; several
  * replicas would carry the same topics over Postgres LISTEN/NOTIFY.
  */
 export class Bus {
@@ -62,6 +63,16 @@ export class Bus {
 
   subscribe(teamId: string, listener: (event: RealtimeEvent) => void): () => void {
     const topic = `team:${teamId}`;
+    this.emitter.on(topic, listener);
+    return () => this.emitter.off(topic, listener);
+  }
+
+  publishLogs(boxId: string, lines: LogLine[]): void {
+    this.emitter.emit(`logs:${boxId}`, lines);
+  }
+
+  subscribeLogs(boxId: string, listener: (lines: LogLine[]) => void): () => void {
+    const topic = `logs:${boxId}`;
     this.emitter.on(topic, listener);
     return () => this.emitter.off(topic, listener);
   }

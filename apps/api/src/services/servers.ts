@@ -10,7 +10,7 @@ import { extendLeases, insertJob, type JobRow } from "./jobs.ts";
 import { getTemplate } from "./templates.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
 
-type ServerRow = typeof servers.$inferSelect;
+export type ServerRow = typeof servers.$inferSelect;
 
 async function toServers(ctx: Ctx, rows: ServerRow[]): Promise<Server[]> {
   const used = await usedByServer(ctx.db);

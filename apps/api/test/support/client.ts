@@ -43,6 +43,14 @@ export class TestClient {
     return { status: res.status, body: parsed as T, headers: res.headers };
   }
 
+  /** The raw response, body unread (server-sent event streams). */
+  open(path: string, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
+    const h: Record<string, string> = { ...headers };
+    if (this.cookie) h.cookie = this.cookie;
+    if (this.bearer) h.authorization = `Bearer ${this.bearer}`;
+    return fetch(new URL(path, this.baseUrl), { headers: h, signal });
+  }
+
   get = <T = any>(path: string) => this.request<T>("GET", path);
   post = <T = any>(path: string, body?: unknown) => this.request<T>("POST", path, body);
   del = <T = any>(path: string) => this.request<T>("DELETE", path);

@@ -1,0 +1,89 @@
+import { LogBatch, LogBatchAck, type LogLine, LogsPage, LogsQuery, slugProblem } from "@doppio/contracts";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
+import type { Ctx } from "../context.ts";
+import { notFound } from "../errors.ts";
+import { requireAgent, requireUser } from "../http/auth.ts";
+import { openSse, sseEvent } from "../http/sse.ts";
+import { findBox } from "../services/boxes.ts";
+import { appendLogs, LOG_KEEP_LINES, readLogs } from "../services/logs.ts";
+
+const SlugParams = z.object({ slug: z.string().max(1024) });
+/** Lines a follower gets before the live ones when it (re)connects. */
+const BACKLOG_MAX = LOG_KEEP_LINES;
+/** Agents cap their batches well below this; the control plane's default body limit is smaller. */
+const BATCH_BODY_LIMIT = 2 * 1024 * 1024;
+
+/** A box's guest log for its team: one page as JSON, or followed as server-sent events. */
+export function logRoutes(ctx: Ctx): FastifyPluginAsyncZod {
+  const user = requireUser(ctx);
+  return async (app) => {
+    const lookup = (teamBox: { principal?: import("../services/users.ts").Principal }, slug: string) => {
+      if (slugProblem(slug)) throw notFound(`box "${slug}"`);
+      return findBox(ctx, teamBox.principal!, slug);
+    };
+
+    app.get(
+      "/boxes/:slug/logs",
+      {
+        onRequest: user,
+        schema: { tags: ["logs"], params: SlugParams, querystring: LogsQuery, response: { 200: LogsPage } },
+      },
+      async (req) => readLogs(ctx, (await lookup(req, req.params.slug)).id, req.query),
+    );
+
+    // `lines` events ({lines}) with the last line's seq as the event id, so an EventSource
+    // that reconnects (Last-Event-ID) resumes exactly where it stopped.
+    app.get(
+      "/boxes/:slug/logs/stream",
+      { onRequest: user, schema: { tags: ["logs"], params: SlugParams, querystring: LogsQuery } },
+      async (req, reply) => {
+        const box = await lookup(req, req.params.slug);
+        const lastEventId = Number(req.headers["last-event-id"]);
+        const q =
+          Number.isSafeInteger(lastEventId) && lastEventId >= 0
+            ? { ...req.query, after: lastEventId }
+            : req.query;
+        let sent = q.after ?? 0;
+        let live = false;
+        const early: LogLine[] = [];
+        const send = (lines: LogLine[]) => {
+          const fresh = lines.filter((l) => l.seq > sent && (!q.source || l.source === q.source));
+          if (fresh.length === 0) return;
+          sent = fresh.at(-1)!.seq;
+          sseEvent(res, "lines", { lines: fresh }, sent);
+        };
+        // Subscribe before reading the backlog: lines committed in between are not lost.
+        let unsubscribe = () => {};
+        const res = openSse(reply, () => unsubscribe());
+        unsubscribe = ctx.bus.subscribeLogs(box.id, (lines) => (live ? send(lines) : early.push(...lines)));
+        try {
+          const page = await readLogs(ctx, box.id, q, BACKLOG_MAX);
+          send(page.lines);
+          sent = Math.max(sent, page.next);
+          live = true;
+          send(early);
+        } catch (err) {
+          req.log.error({ err, slug: box.slug }, "log backlog failed");
+          res.end(); // the EventSource reconnects with its Last-Event-ID
+        }
+      },
+    );
+  };
+}
+
+/** Agents ship their boxes' serial-log lines here (bearer = the server's agent token). */
+export function agentLogRoutes(ctx: Ctx): FastifyPluginAsyncZod {
+  const agent = requireAgent(ctx);
+  return async (app) => {
+    app.post(
+      "/boxes/:slug/logs",
+      {
+        onRequest: agent,
+        bodyLimit: BATCH_BODY_LIMIT,
+        schema: { tags: ["agent"], params: SlugParams, body: LogBatch, response: { 200: LogBatchAck } },
+      },
+      async (req) => appendLogs(ctx, req.agentServer!, req.params.slug, req.body),
+    );
+  };
+}
