@@ -107,7 +107,10 @@ const list = (xs: number[]) => xs.map((x) => (x / 1000).toFixed(2)).join(", ");
 async function golden(name: string, version: string, size: string): Promise<number> {
   buildMinimalImage(version, size, name);
   const t = performance.now();
-  await ex.buildGolden({ name, version, readyPorts: [8000, 8888], memoryMb: 256, vcpu: 1 }, quiet);
+  await ex.buildGolden(
+    { name, version, imageVersion: version, readyPorts: [8000, 8888], memoryMb: 256, vcpu: 1 },
+    quiet,
+  );
   return performance.now() - t;
 }
 

@@ -8,14 +8,17 @@ import type { AgentConfig } from "./config.ts";
 import type { ControlPlane } from "./control-plane.ts";
 import type { RouteTable } from "./edge/routes.ts";
 import { buildApi } from "./http/api.ts";
+import type { ImageStore } from "./images/store.ts";
 import { defaultRegistry } from "./jobs/handlers/index.ts";
 import type { HandlerDeps, ImageBuilder, Registry, RouteWriter } from "./jobs/registry.ts";
 import { logOnlyReporter } from "./jobs/reporter.ts";
 import { JobRunner } from "./jobs/runner.ts";
+import { LogShipper } from "./logs/shipper.ts";
 import { ClaimLoop } from "./loops/claim.ts";
 import { Deliverer } from "./loops/deliverer.ts";
 import { HeartbeatLoop } from "./loops/heartbeat.ts";
 import { Reconciler } from "./loops/reconcile.ts";
+import { createMetadataListener, type MetadataListener } from "./metadata/listener.ts";
 import { createMetrics, type Metrics } from "./metrics.ts";
 import { BoxStore } from "./store/boxes.ts";
 import { type Db, openStore } from "./store/db.ts";
@@ -32,6 +35,8 @@ export interface AgentDeps {
   clock: Clock;
   log: Logger;
   imageBuilder?: ImageBuilder | null;
+  /** Template images on this host (build_image writes them; golden status compares with them). */
+  images?: ImageStore | null;
   registry?: Registry;
   metrics?: Metrics;
   onHeartbeat?: (res: HeartbeatResponse) => void;
@@ -56,6 +61,10 @@ export interface Agent {
   claims: ClaimLoop;
   reconciler: Reconciler;
   api: FastifyInstance;
+  /** The metadata service guests call (Git credentials); listens with the API. */
+  metadata: MetadataListener;
+  /** Ships the boxes' serial logs to the control plane (null if the client cannot). */
+  logShipper: LogShipper | null;
   metrics: Metrics;
   /** Recovers unfinished work, then starts every loop and the HTTP API; returns the API URL. */
   start(opts?: { listen?: boolean }): Promise<string | null>;
@@ -79,6 +88,7 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
     boxes,
     routes: d.routes,
     imageBuilder: d.imageBuilder ?? null,
+    images: d.images ?? null,
     clock,
     log,
   };
@@ -93,6 +103,7 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
     {
       config,
       executor: d.executor,
+      images: d.images ?? null,
       ipPool,
       store: jobs,
       cp: d.cp,
@@ -101,6 +112,16 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
     },
     config.heartbeatIntervalMs,
   );
+  const shipLogs = d.cp.shipLogs?.bind(d.cp);
+  const logShipper = shipLogs
+    ? new LogShipper({
+        slugs: () => boxes.all().map((b) => b.slug),
+        serialLog: (slug) => d.executor.serialLogPath(slug),
+        ship: shipLogs,
+        now,
+        log: log.child({ loop: "logs" }),
+      })
+    : null;
   const runner = new JobRunner({
     store: jobs,
     registry: d.registry ?? defaultRegistry(),
@@ -111,7 +132,7 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
     concurrency: config.concurrency,
     onEvent: () => deliverer.wake(),
     onFinished: (job) => {
-      if (job.action === "build_golden") heartbeat.wake();
+      if (job.action === "build_golden" || job.action === "build_image") heartbeat.wake();
     },
   });
   const claims = new ClaimLoop({
@@ -151,6 +172,7 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
   const api = await buildApi({
     config,
     executor: d.executor,
+    images: d.images ?? null,
     boxes,
     ipPool,
     jobs,
@@ -158,6 +180,15 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
     log,
     enqueueGoldenBuild,
     edge: d.edge ? { plugin: d.edge.plugin, options: d.edge.options } : undefined,
+  });
+
+  const metadata = await createMetadataListener({
+    config,
+    boxes,
+    cp: d.cp,
+    clock,
+    log,
+    gateway: ipPool.gateway(),
   });
 
   let started = false;
@@ -173,6 +204,8 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
     claims,
     reconciler,
     api,
+    metadata,
+    logShipper,
     metrics,
     async start(opts = {}) {
       started = true;
@@ -184,6 +217,7 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
       for (const j of unfinished) runner.enqueue(j);
       deliverer.start();
       heartbeat.start();
+      logShipper?.start();
       reconciler.start(config.reconcileIntervalMs);
       claims.start();
       if (opts.listen === false) return null;
@@ -192,6 +226,7 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
         host: config.listen.slice(0, i),
         port: Number(config.listen.slice(i + 1)),
       });
+      await metadata.listen();
       log.info({ url, backend: config.backend }, "agent started");
       return url;
     },
@@ -201,10 +236,12 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
         await runner.stop(10_000);
         await reconciler.stop();
         await heartbeat.stop();
+        await logShipper?.stop();
         await deliverer.deliverOnce().catch(() => 0);
         await deliverer.stop();
       }
       await api.close();
+      await metadata.close();
       d.cp.close?.();
       await d.executor.close();
       db.close();

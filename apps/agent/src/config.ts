@@ -3,14 +3,30 @@ import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { cidrProblem } from "./cidr.ts";
 import { AgentError } from "./errors.ts";
+import { findTemplate } from "./images/templates.ts";
 
-const Template = z.strictObject({
-  name: z.string().min(1),
-  version: z.string().min(1).default("1"),
-  readyPorts: z.array(z.number().int().min(1).max(65535)).default([8000]),
-  memoryMb: z.number().int().positive().default(2048),
-  vcpu: z.number().int().positive().default(1),
-});
+/**
+ * A template this host offers. Ports, memory and vCPUs default to the template's descriptor
+ * (images/templates.ts) when it has one, so `{name: code}` is a complete entry.
+ */
+const Template = z
+  .strictObject({
+    name: z.string().min(1),
+    version: z.string().min(1).default("1"),
+    readyPorts: z.array(z.number().int().min(1).max(65535)).optional(),
+    memoryMb: z.number().int().positive().optional(),
+    vcpu: z.number().int().positive().optional(),
+  })
+  .transform((t) => {
+    const known = findTemplate(t.name);
+    return {
+      name: t.name,
+      version: t.version,
+      readyPorts: t.readyPorts ?? known?.readyPorts ?? [8000],
+      memoryMb: t.memoryMb ?? known?.memoryMb ?? 2048,
+      vcpu: t.vcpu ?? known?.vcpu ?? 1,
+    };
+  });
 
 const HostPort = z.string().regex(/^[^\s:]+:\d{1,5}$/, "must be host:port");
 
@@ -45,6 +61,17 @@ export const AgentConfig = z
     netns: z.string().min(1).optional(),
     caddyAdminUrl: z.url().optional(),
     listen: HostPort.default("127.0.0.1:8090"),
+    /**
+     * The metadata service guests call (Git credentials) at http://<gateway>:<port>: bound
+     * on the bridge's gateway address (tap) or on 127.0.0.1, where QEMU user-mode
+     * networking sends the guest's gateway address (user).
+     */
+    metadata: z
+      .strictObject({
+        enabled: z.boolean().default(true),
+        port: z.number().int().min(1).max(65535).default(8169),
+      })
+      .prefault({}),
     /** Bearer token for the agent's own HTTP API (everything except /health and edge routes). */
     apiToken: z.string().min(16),
     concurrency: z.number().int().min(1).max(64).default(4),
@@ -126,6 +153,7 @@ const ENV: Record<string, { path: string[]; type: "string" | "number" }> = {
   DOPPIO_AGENT_CIDR: { path: ["bridge", "cidr"], type: "string" },
   DOPPIO_AGENT_CADDY_ADMIN_URL: { path: ["caddyAdminUrl"], type: "string" },
   DOPPIO_AGENT_LISTEN: { path: ["listen"], type: "string" },
+  DOPPIO_AGENT_METADATA_PORT: { path: ["metadata", "port"], type: "number" },
   DOPPIO_AGENT_API_TOKEN: { path: ["apiToken"], type: "string" },
   DOPPIO_AGENT_CONCURRENCY: { path: ["concurrency"], type: "number" },
   DOPPIO_AGENT_LOG_LEVEL: { path: ["logLevel"], type: "string" },

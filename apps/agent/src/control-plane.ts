@@ -1,10 +1,15 @@
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import {
+  type GitCredential,
+  GitCredential as GitCredentialSchema,
   type Heartbeat,
   type HeartbeatResponse,
   HeartbeatResponse as HeartbeatResponseSchema,
   type JobEvent,
+  type LogBatch,
+  type LogBatchAck,
+  LogBatchAck as LogBatchAckSchema,
 } from "@doppio/contracts";
 import { z } from "zod";
 import { AgentError } from "./errors.ts";
@@ -26,7 +31,10 @@ export type RawClaimedJob = z.infer<typeof RawClaimedJob>;
 const ClaimBody = z.object({ jobs: z.array(z.unknown()) });
 const EventsBody = z.object({ applied: z.number().int(), lastSeq: z.number().int() });
 
-/** The agent's view of the control plane: three outbound calls, nothing inbound. */
+/** A box's Git credential, or why there is none (the control plane's 404 message). */
+export type GitCredentialAnswer = { credential: GitCredential } | { unavailable: string };
+
+/** The agent's view of the control plane: outbound calls only, nothing inbound. */
 export interface ControlPlane {
   claim(
     max: number,
@@ -35,6 +43,10 @@ export interface ControlPlane {
   ): Promise<{ jobs: RawClaimedJob[]; rejected: unknown[] }>;
   sendEvents(jobId: string, events: JobEvent[]): Promise<{ applied: number; lastSeq: number }>;
   heartbeat(hb: Heartbeat): Promise<HeartbeatResponse>;
+  /** A short-lived Git credential for one of this server's boxes (metadata service). */
+  gitCredential?(slug: string): Promise<GitCredentialAnswer>;
+  /** Ships complete serial-log lines of one of this server's boxes; 404 if it is not one. */
+  shipLogs?(slug: string, batch: LogBatch): Promise<LogBatchAck>;
   close?(): void;
 }
 
@@ -75,6 +87,23 @@ export class HttpControlPlane implements ControlPlane {
 
   async heartbeat(hb: Heartbeat) {
     return HeartbeatResponseSchema.parse(await this.#post("/agent/v1/heartbeat", hb, this.timeoutMs));
+  }
+
+  async gitCredential(slug: string): Promise<GitCredentialAnswer> {
+    const path = `/agent/v1/boxes/${encodeURIComponent(slug)}/git-credential`;
+    try {
+      return { credential: GitCredentialSchema.parse(await this.#post(path, {}, this.timeoutMs)) };
+    } catch (err) {
+      if (rejectedStatus(err) !== 404) throw err;
+      return {
+        unavailable: errorMessage((err as AgentError).details?.body) ?? "no Git credential for this box",
+      };
+    }
+  }
+
+  async shipLogs(slug: string, batch: LogBatch): Promise<LogBatchAck> {
+    const path = `/agent/v1/boxes/${encodeURIComponent(slug)}/logs`;
+    return LogBatchAckSchema.parse(await this.#post(path, batch, this.timeoutMs));
   }
 
   /** Drops pooled connections so nothing outlives the agent (and the peer can close at once). */
@@ -152,4 +181,15 @@ export function rejectedStatus(err: unknown): number | null {
     return typeof s === "number" ? s : null;
   }
   return null;
+}
+
+/** `error.message` of an API error body (text), if it has one. */
+function errorMessage(body: unknown): string | null {
+  if (typeof body !== "string") return null;
+  try {
+    const m = (JSON.parse(body) as { error?: { message?: unknown } }).error?.message;
+    return typeof m === "string" ? m : null;
+  } catch {
+    return null;
+  }
 }

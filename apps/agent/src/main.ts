@@ -37,15 +37,18 @@ async function main(): Promise<void> {
   process.once("SIGTERM", () => void stop("SIGTERM"));
   // Template images are built on the host (mmdebstrap + recipes in images/); the QEMU and
   // Firecracker executors read them from <dataDir>/images.
-  const { builder: imageBuilder } = (await import("./images/index.ts")).createHostImageBuilder({
-    dataDir: config.dataDir,
-    log,
-  });
+  const { builder: imageBuilder, store: images } = (await import("./images/index.ts")).createHostImageBuilder(
+    {
+      dataDir: config.dataDir,
+      log,
+    },
+  );
   agent = await createAgent({
     config,
     executor,
     network,
     imageBuilder,
+    images,
     cp: new HttpControlPlane(config.controlPlaneUrl, config.serverToken),
     routes,
     clock: systemClock,

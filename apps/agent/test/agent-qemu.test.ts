@@ -72,6 +72,17 @@ describe.skipIf(missing !== null)("agent with the real QEMU executor", () => {
     const [job] = await boxJobs(cp, "real-one");
     expect(job.status).toBe("succeeded");
     expect(job.steps.map((s: { name: string }) => s.name)).toContain("restore_vm");
+    // The guest's serial console reaches the control plane as the box's live log.
+    const logged = await waitFor(
+      "the guest's ready line in the box log",
+      async () => {
+        const page = await cp.admin.get("/api/v1/boxes/real-one/logs?tail=500");
+        return page.body.lines.find((l: { text: string }) => /^DOPPIO-READY \d+$/.test(l.text));
+      },
+      10_000,
+      200,
+    );
+    expect(logged.source).toBe("console");
   }, 150_000);
 
   it("stops and starts the box, restarts it after its VMM dies, then deletes it", async () => {

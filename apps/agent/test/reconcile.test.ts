@@ -93,6 +93,7 @@ describe("reconcile", () => {
         boxes: a.agent.boxes,
         routes: a.routes,
         imageBuilder: null,
+        images: null,
         clock: { now: () => new Date() },
         log: a.agent.api.log as never,
       },

@@ -19,12 +19,14 @@ import { createMetrics } from "./metrics.ts";
 import { Bus } from "./realtime/bus.ts";
 import { accessRoutes } from "./routes/access.ts";
 import { agentRoutes } from "./routes/agent.ts";
+import { agentGitRoutes } from "./routes/agent-git.ts";
 import { authRoutes } from "./routes/auth.ts";
 import { boxRoutes } from "./routes/boxes.ts";
 import { eventRoutes } from "./routes/events.ts";
 import { agentLogRoutes, logRoutes } from "./routes/logs.ts";
 import { serverRoutes } from "./routes/servers.ts";
 import { loadAccessKeys } from "./services/access.ts";
+import { type GitCredentialSource, noGitCredentials } from "./services/git-credentials.ts";
 import { reapExpiredJobs } from "./services/jobs.ts";
 import { seedTemplates } from "./services/templates.ts";
 
@@ -33,6 +35,8 @@ export interface AppDeps {
   database: Database;
   logger: Logger;
   clock?: Clock;
+  /** Where box Git credentials come from; none are issued when unset. */
+  gitCredentials?: GitCredentialSource;
 }
 
 export interface ControlPlane {
@@ -65,6 +69,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     log: deps.logger,
     metrics: createMetrics(),
     access: await loadAccessKeys(deps.database.db),
+    gitCredentials: deps.gitCredentials ?? noGitCredentials,
   };
 
   installErrorHandling(app);
@@ -107,6 +112,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   await app.register(accessRoutes(ctx), { prefix: "/api/v1" });
   await app.register(logRoutes(ctx), { prefix: "/api/v1" });
   await app.register(agentRoutes(ctx), { prefix: "/agent/v1" });
+  await app.register(agentGitRoutes(ctx), { prefix: "/agent/v1" });
   await app.register(agentLogRoutes(ctx), { prefix: "/agent/v1" });
 
   if (config.dashboardDir && existsSync(config.dashboardDir)) {

@@ -4,6 +4,7 @@ import type { Db } from "./db/client.ts";
 import type { Metrics } from "./metrics.ts";
 import type { Bus } from "./realtime/bus.ts";
 import type { AccessKeys } from "./services/access.ts";
+import type { GitCredentialSource } from "./services/git-credentials.ts";
 
 export interface Clock {
   now(): Date;
@@ -19,4 +20,6 @@ export interface Ctx {
   log: Logger;
   metrics: Metrics;
   access: AccessKeys;
+  /** Short-lived Git credentials for boxes (read per request, so a test may swap it). */
+  gitCredentials: GitCredentialSource;
 }

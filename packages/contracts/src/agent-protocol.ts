@@ -113,3 +113,18 @@ export const HeartbeatResponse = z.object({
   accessPublicKey: z.string(),
 });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
+
+/**
+ * `POST /agent/v1/boxes/:slug/git-credential`: a short-lived Git credential for a box on
+ * the calling server (the box asks its agent's metadata service, which asks here). 404
+ * when the box is not on this server or no credential can be issued for its owner.
+ */
+export const GitCredentialRequest = z.strictObject({});
+export const GitCredential = z.object({
+  /** Git's username for HTTPS (GitHub App installation tokens use `x-access-token`). */
+  username: z.string().min(1),
+  token: z.string().min(1),
+  /** ISO 8601; the agent reuses a credential until shortly before this. */
+  expiresAt: z.iso.datetime({ offset: true }),
+});
+export type GitCredential = z.infer<typeof GitCredential>;

@@ -10,6 +10,8 @@ import Fastify, {
 import type { Logger } from "pino";
 import { z } from "zod";
 import type { AgentConfig } from "../config.ts";
+import { goldenStatus } from "../images/golden-status.ts";
+import type { ImageStore } from "../images/store.ts";
 import { AGENT_VERSION } from "../loops/heartbeat.ts";
 import type { Metrics } from "../metrics.ts";
 import type { BoxStore } from "../store/boxes.ts";
@@ -20,6 +22,8 @@ import type { Executor } from "../vmm/executor.ts";
 export interface ApiDeps {
   config: AgentConfig;
   executor: Executor;
+  /** Template images: golden status is "stale" when the golden predates the current image. */
+  images?: ImageStore | null;
   boxes: BoxStore;
   ipPool: IpPool;
   jobs: JobStore;
@@ -94,7 +98,8 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
 
     api.get("/golden-snapshot/status", async () => {
       const templates: Record<string, unknown> = {};
-      for (const t of d.config.templates) templates[t.name] = await d.executor.goldenStatus(t.name);
+      for (const t of d.config.templates)
+        templates[t.name] = await goldenStatus(d.executor, d.images ?? null, t.name);
       const builds = d.jobs.recent(10, { action: "build_golden" }).map((j) => ({
         id: j.id,
         template: (j.payload as { template?: string }).template ?? null,

@@ -179,6 +179,8 @@ function runScript(script: string, args: string[], env: NodeJS.ProcessEnv): Prom
 /**
  * The agent's ImageBuilder (jobs/registry.ts) for the build_image handler: builds the
  * named template into the store and answers with the version and the golden's staleness.
+ * Versions are named after build time and inputs, never after the control plane's template
+ * version: new inputs under the same template version must get a new directory.
  */
 export class HostImageBuilder {
   readonly #opts: Omit<BuildImageOptions, "version" | "size">;
@@ -190,9 +192,6 @@ export class HostImageBuilder {
   async build(template: TemplateSpec, report: StepReporter): Promise<Record<string, unknown>> {
     const t = findTemplate(template.name);
     if (!t) throw new ImageError("unknown_template", `no recipe for template "${template.name}"`);
-    // "latest"/empty lets the builder name the version after its inputs.
-    const version = template.version && template.version !== "latest" ? template.version : undefined;
-    const r = await buildImage(t, report, { ...this.#opts, ...(version ? { version } : {}) });
-    return { ...r };
+    return { ...(await buildImage(t, report, this.#opts)) };
   }
 }

@@ -5,6 +5,7 @@ import type { Clock } from "../clock.ts";
 import type { AgentConfig } from "../config.ts";
 import type { BoxRoute } from "../edge/routes.ts";
 import { AgentError } from "../errors.ts";
+import type { ImageStore } from "../images/store.ts";
 import type { BoxStore } from "../store/boxes.ts";
 import type { IpPool } from "../store/ip-pool.ts";
 import type { Executor, HostNetwork, StepReporter, TemplateSpec } from "../vmm/executor.ts";
@@ -16,7 +17,7 @@ export interface RouteWriter {
   delete(slug: string): boolean;
 }
 
-/** Builds base images (build_image). Not implemented on any host yet. */
+/** Builds a template image into the host's image store (build_image). */
 export interface ImageBuilder {
   build(template: TemplateSpec, report: StepReporter): Promise<Record<string, unknown>>;
 }
@@ -30,6 +31,8 @@ export interface HandlerDeps {
   boxes: BoxStore;
   routes: RouteWriter;
   imageBuilder: ImageBuilder | null;
+  /** Where template images are kept (and which one the golden must be built from). */
+  images: ImageStore | null;
   clock: Clock;
   log: Logger;
 }

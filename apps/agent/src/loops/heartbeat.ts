@@ -5,6 +5,8 @@ import type { Logger } from "pino";
 import { backoffMs, Wakeup } from "../clock.ts";
 import type { AgentConfig } from "../config.ts";
 import type { ControlPlane } from "../control-plane.ts";
+import { goldenStatus } from "../images/golden-status.ts";
+import type { ImageStore } from "../images/store.ts";
 import type { IpPool } from "../store/ip-pool.ts";
 import type { JobStore } from "../store/jobs.ts";
 import type { Executor } from "../vmm/executor.ts";
@@ -14,6 +16,8 @@ export const AGENT_VERSION = "0.1.0";
 export interface HeartbeatDeps {
   config: AgentConfig;
   executor: Executor;
+  /** The host's template images: a golden older than the current image reports "stale". */
+  images?: ImageStore | null;
   ipPool: IpPool;
   store: JobStore;
   cp: ControlPlane;
@@ -32,7 +36,7 @@ export async function buildHeartbeat(d: HeartbeatDeps): Promise<Heartbeat> {
   }));
   const golden: Heartbeat["golden"] = {};
   for (const t of d.config.templates) {
-    const g = await d.executor.goldenStatus(t.name);
+    const g = await goldenStatus(d.executor, d.images ?? null, t.name);
     golden[t.name] = { status: g.status, version: g.status === "missing" ? null : g.version };
   }
   return {

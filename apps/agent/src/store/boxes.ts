@@ -1,5 +1,5 @@
 import type { BoxEnv } from "@doppio/contracts";
-import type { BoxMetadata } from "../vmm/executor.ts";
+import type { BoxSecrets } from "../vmm/executor.ts";
 import type { Db } from "./db.ts";
 
 /** Everything the agent needs to rebuild a box's VmSpec (restart, reconcile) without the control plane. */
@@ -13,7 +13,7 @@ export interface BoxSpec {
   owner: string;
   sitePublic: boolean;
   /** Stable for the box's life; replaced on reset (a new clone). */
-  secrets: BoxMetadata["secrets"];
+  secrets: BoxSecrets;
 }
 
 export interface StoredBox {
@@ -99,6 +99,19 @@ export class BoxStore {
       )
       .get(this.now().toISOString(), slug) as { generation: number } | undefined;
     return row?.generation ?? 1;
+  }
+
+  /** Records the sha256 of the box's new metadata-service token (the old one stops working). */
+  setMetadataToken(slug: string, sha256: string): void {
+    this.db.prepare("UPDATE boxes SET metadata_token_sha256 = ? WHERE slug = ?").run(sha256, slug);
+  }
+
+  /** The box a metadata-service token belongs to (by its sha256), or null. */
+  byMetadataToken(sha256: string): { slug: string; ip: string } | null {
+    const row = this.db.prepare("SELECT slug, ip FROM boxes WHERE metadata_token_sha256 = ?").get(sha256) as
+      | { slug: string; ip: string }
+      | undefined;
+    return row ?? null;
   }
 
   remove(slug: string): boolean {

@@ -51,6 +51,12 @@ const MIGRATIONS: string[] = [
     updated_at    TEXT NOT NULL
   );
   `,
+  // The sha256 of the box's current metadata-service bearer (new on every boot); the
+  // token itself is only in the guest's metadata.
+  `
+  ALTER TABLE boxes ADD COLUMN metadata_token_sha256 TEXT;
+  CREATE UNIQUE INDEX boxes_metadata_token ON boxes (metadata_token_sha256);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -11,13 +11,14 @@ export interface BoxMetadata {
   code_url: string;
   env: BoxEnv;
   network: { ip: string; prefix: number; gateway: string; mac: string; dns: string[] };
-  /** Fresh per clone: never shared between clones of one golden snapshot. */
-  secrets: {
-    machine_id: string;
-    seed: string;
-    db_password: string;
-    encryption_key: string;
-    admin_password: string;
+  /** The agent's metadata service as the guest reaches it (`http://<gateway>:<port>`); "" when off. */
+  metadata_url: string;
+  secrets: BoxSecrets & {
+    /**
+     * Bearer for `metadata_url`, new on every boot/restore; the agent keeps only its sha256.
+     * "" when the metadata service is off.
+     */
+    metadata_token: string;
   };
   /** Wall clock at issue time (ms since epoch); the guest sets its clock from it. */
   issued_at: number;
@@ -26,6 +27,15 @@ export interface BoxMetadata {
    * golden build (its guest does not mount the data volume); boxes always get 1 or more.
    */
   generation: number;
+}
+
+/** Fresh per clone: never shared between clones of one golden snapshot; kept for the box's life. */
+export interface BoxSecrets {
+  machine_id: string;
+  seed: string;
+  db_password: string;
+  encryption_key: string;
+  admin_password: string;
 }
 
 /** Fixed size the metadata blob is padded to (fw_cfg keeps the size seen at module load). */
@@ -44,7 +54,13 @@ export interface VmSpec {
 
 export interface TemplateSpec {
   name: string;
+  /** The control plane's template version: what the heartbeat reports and placement compares. */
   version: string;
+  /**
+   * The image-store version the golden is built from (`<imagesDir>/<name>/<imageVersion>`):
+   * the store's current build, or `version` for images laid out by scripts/build-image.sh.
+   */
+  imageVersion: string;
   /** Guest ports that must answer before the box (or golden VM) counts as ready. */
   readyPorts: number[];
   memoryMb: number;
@@ -57,6 +73,8 @@ export interface GoldenInfo {
   status: "missing" | "building" | "ready" | "stale" | "failed";
   builtAt: string | null;
   error: string | null;
+  /** Image version the current golden build was made from (null: none, or not recorded). */
+  imageVersion: string | null;
 }
 
 /** Where the edge reaches a guest port: `host:port`, or null if that port is not reachable. */
@@ -91,6 +109,11 @@ export interface Executor {
   /** Rebuild from golden keeping identity; leaves the box running. */
   reset(spec: VmSpec, report: StepReporter): Promise<Upstream>;
   inspect(slug: string): Promise<VmState>;
+  /**
+   * Host path of the box's serial console log: the guest's console and its services'
+   * `[svc NAME]` lines, appended while the VM runs, kept across stop/start.
+   */
+  serialLogPath(slug: string): string | null;
   /** Every box with artifacts on this host. */
   list(): Promise<Array<{ slug: string; state: VmState }>>;
   /** Upstream of a running box (after an agent restart), or null if not running. */

@@ -33,6 +33,14 @@ export interface FakeExecutorOptions {
   /** Persist the fake host in this JSON file, so a restarted agent process sees the same VMs. */
   stateFile?: string;
   golden?: Record<string, "missing" | "ready">;
+  /** Where the fake's "serial logs" live (`<dir>/<slug>.log`, written by tests); none without it. */
+  serialDir?: string;
+}
+
+/** Why the fake's next golden builds fail; each failure is used once. */
+export interface GoldenFailure {
+  template: string;
+  message: string;
 }
 
 /**
@@ -45,6 +53,10 @@ export interface FakeExecutorOptions {
 export class FakeExecutor implements Executor, HostNetwork {
   readonly backend = "qemu" as const;
   readonly calls: Array<{ method: string; slug?: string }> = [];
+  /** The next golden builds of these templates fail at snapshot_vm (like a VM that never got ready). */
+  readonly goldenFailures: GoldenFailure[] = [];
+  /** While set, golden builds wait for it before they start (to observe the host just before). */
+  goldenGate: Promise<void> | null = null;
   readonly #opts: FakeExecutorOptions;
   #host: FakeHost;
 
@@ -151,6 +163,10 @@ export class FakeExecutor implements Executor, HostNetwork {
     ]);
   }
 
+  serialLogPath(slug: string): string | null {
+    return this.#opts.serialDir ? `${this.#opts.serialDir}/${slug}.log` : null;
+  }
+
   async inspect(slug: string): Promise<VmState> {
     return this.#host.vms[slug]?.state ?? "gone";
   }
@@ -168,13 +184,31 @@ export class FakeExecutor implements Executor, HostNetwork {
 
   async buildGolden(template: TemplateSpec, report: StepReporter): Promise<GoldenInfo> {
     this.#record("buildGolden", template.name);
+    await this.goldenGate;
+    const previous = this.#host.golden[template.name];
     this.#host.golden[template.name] = {
       ...golden(template.name, "missing"),
       status: "building",
       version: template.version,
     };
-    for (const name of ["build_rootfs", "boot_vm", "wait_ready", "snapshot_vm"] as const) {
-      await this.#step(report, name, () => {});
+    const failure = this.goldenFailures.findIndex((f) => f.template === template.name);
+    try {
+      for (const name of ["build_rootfs", "boot_vm", "wait_ready", "snapshot_vm"] as const) {
+        await this.#step(report, name, () => {
+          if (name === "snapshot_vm" && failure >= 0) {
+            const [f] = this.goldenFailures.splice(failure, 1);
+            throw new Error(f!.message);
+          }
+        });
+      }
+    } catch (err) {
+      // Like the real backends: a failed rebuild keeps the previous build in use.
+      this.#host.golden[template.name] =
+        previous?.status === "ready"
+          ? previous
+          : { ...golden(template.name, "missing"), status: "failed", error: (err as Error).message };
+      this.#save();
+      throw err;
     }
     const info: GoldenInfo = {
       template: template.name,
@@ -182,6 +216,7 @@ export class FakeExecutor implements Executor, HostNetwork {
       status: "ready",
       builtAt: new Date().toISOString(),
       error: null,
+      imageVersion: template.imageVersion,
     };
     this.#host.golden[template.name] = info;
     this.#save();
@@ -272,5 +307,6 @@ function golden(template: string, status: "missing" | "ready"): GoldenInfo {
     status,
     builtAt: status === "ready" ? new Date(0).toISOString() : null,
     error: null,
+    imageVersion: status === "ready" ? "1" : null,
   };
 }

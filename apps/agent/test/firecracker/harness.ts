@@ -206,12 +206,14 @@ export function vmSpec(slug: string, n: number): VmSpec {
     code_url: `https://${slug}.code.test`,
     env: { FOO: `bar-${n}` },
     network: { ip, prefix: 16, gateway: "10.0.0.1", mac, dns: ["1.1.1.1"] },
+    metadata_url: "http://10.0.0.1:8169",
     secrets: {
       machine_id: `m${n}`,
       seed: `s${n}`,
       db_password: `d${n}`,
       encryption_key: `e${n}`,
       admin_password: `a${n}`,
+      metadata_token: `t${n}`,
     },
     issued_at: 1_700_000_000_000 + n,
     generation: 1,
@@ -227,4 +229,11 @@ export function vmSpec(slug: string, n: number): VmSpec {
   };
 }
 
-export const TEMPLATE = { name: "frappe", version: "v1", readyPorts: [8000, 8888], memoryMb: 2048, vcpu: 2 };
+export const TEMPLATE = {
+  name: "frappe",
+  version: "v1",
+  imageVersion: "v1",
+  readyPorts: [8000, 8888],
+  memoryMb: 2048,
+  vcpu: 2,
+};

@@ -131,7 +131,11 @@ describe.skipIf(skipReason !== null)("Firecracker executor against the v1.16.1 A
     expect(existsSync(layout.jailDir(vmm!.jailId))).toBe(false);
     expect(rig.network.taps.size).toBe(0);
     expect(existsSync(path.join(rig.cfg.stateDir, "uids", String(uid)))).toBe(false);
-    expect(await rig.executor.goldenStatus("frappe")).toMatchObject({ status: "ready", version: "v1" });
+    expect(await rig.executor.goldenStatus("frappe")).toMatchObject({
+      status: "ready",
+      version: "v1",
+      imageVersion: "v1",
+    });
   });
 
   it("creates from golden: load paused, PUT /mmds, resume, then shrink with the balloon", async () => {

@@ -76,7 +76,14 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
     });
     t0 = performance.now();
     const g = await ex.buildGolden(
-      { name: "code", version, readyPorts: t.readyPorts, memoryMb: t.memoryMb, vcpu: t.vcpu },
+      {
+        name: "code",
+        version,
+        imageVersion: version,
+        readyPorts: t.readyPorts,
+        memoryMb: t.memoryMb,
+        vcpu: t.vcpu,
+      },
       new RecordingReporter(),
     );
     timings.goldenBuildMs = Math.round(performance.now() - t0);

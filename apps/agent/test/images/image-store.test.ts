@@ -133,7 +133,7 @@ describe("image store and buildImage (stand-in recipe)", () => {
     const b = new HostImageBuilder({ repoDir: repo, store, log });
     const err = await b
       .build(
-        { name: "nope", version: "latest", readyPorts: [], memoryMb: 1, vcpu: 1 },
+        { name: "nope", version: "1", imageVersion: "1", readyPorts: [], memoryMb: 1, vcpu: 1 },
         new RecordingReporter(),
       )
       .catch((e: unknown) => e);

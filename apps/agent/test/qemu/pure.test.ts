@@ -11,7 +11,15 @@ const meta: BoxMetadata = {
   code_url: "https://brisk-falcon-3f9a.code.example",
   env: { A: "1" },
   network: { ip: "10.0.0.2", prefix: 16, gateway: "10.0.0.1", mac: "06:00:0a:00:00:02", dns: [] },
-  secrets: { machine_id: "m", seed: "s", db_password: "d", encryption_key: "e", admin_password: "a" },
+  metadata_url: "http://10.0.0.1:8169",
+  secrets: {
+    machine_id: "m",
+    seed: "s",
+    db_password: "d",
+    encryption_key: "e",
+    admin_password: "a",
+    metadata_token: "t",
+  },
   issued_at: 1,
   generation: 7,
 };

@@ -53,7 +53,14 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
     });
     t = performance.now();
     const info = await ex.buildGolden(
-      { name: "minimal", version: "test", readyPorts: [8000, 8888], memoryMb: 256, vcpu: 1 },
+      {
+        name: "minimal",
+        version: "cp-1",
+        imageVersion: "test",
+        readyPorts: [8000, 8888],
+        memoryMb: 256,
+        vcpu: 1,
+      },
       new RecordingReporter(),
     );
     timings.goldenBuildMs = Math.round(performance.now() - t);
@@ -72,7 +79,7 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
 
   it("reports the golden snapshot as ready", async () => {
     const g = await ex.goldenStatus("minimal");
-    expect(g).toMatchObject({ template: "minimal", version: "test", status: "ready" });
+    expect(g).toMatchObject({ template: "minimal", version: "cp-1", status: "ready", imageVersion: "test" });
     expect((await ex.goldenStatus("nothing-here")).status).toBe("missing");
   });
 

@@ -11,6 +11,8 @@ import { type AgentConfig, parseConfig } from "../../src/config.ts";
 import { type ControlPlane, HttpControlPlane } from "../../src/control-plane.ts";
 import { MemoryRouteTable } from "../../src/edge/routes.ts";
 import { buildEdge } from "../../src/edge-wiring.ts";
+import type { ImageStore } from "../../src/images/store.ts";
+import type { ImageBuilder } from "../../src/jobs/registry.ts";
 import type { Executor, HostNetwork } from "../../src/vmm/executor.ts";
 import { FakeExecutor, type FakeExecutorOptions } from "../../src/vmm/fake.ts";
 
@@ -75,9 +77,12 @@ export async function startAgent(opts: {
   edge?: boolean;
   /** A real backend instead of the fake (built with the test's data dir). */
   backend?: (dataDir: string) => { executor: Executor; network: HostNetwork | null };
+  /** An image builder and the store it writes (built with the test's data dir), as main.ts wires them. */
+  images?: (dataDir: string) => { builder: ImageBuilder; store: ImageStore };
 }): Promise<TestAgent> {
   const dataDir = await mkdtemp(path.join(tmpdir(), "doppio-agent-"));
   const real = opts.backend?.(dataDir);
+  const images = opts.images?.(dataDir);
   const config = testConfig({
     controlPlaneUrl: opts.cpUrl,
     serverToken: opts.token,
@@ -97,6 +102,7 @@ export async function startAgent(opts: {
     routes,
     clock: systemClock,
     log,
+    ...(images ? { imageBuilder: images.builder, images: images.store } : {}),
     ...(edge ? { edge: edge.deps, onHeartbeat: edge.onHeartbeat } : {}),
   });
   const apiUrl = await agent.start({ listen: opts.listen ?? false });

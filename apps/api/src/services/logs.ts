@@ -82,7 +82,12 @@ async function trim(tx: Tx, boxId: string): Promise<void> {
 }
 
 /** One page of a box's log: after `after`, or the newest `tail` lines. */
-export async function readLogs(ctx: Ctx, boxId: string, q: LogsQuery, limit = LOG_KEEP_LINES): Promise<LogsPage> {
+export async function readLogs(
+  ctx: Ctx,
+  boxId: string,
+  q: LogsQuery,
+  limit = LOG_KEEP_LINES,
+): Promise<LogsPage> {
   const where = and(
     eq(boxLogs.boxId, boxId),
     q.after !== undefined ? gt(boxLogs.seq, q.after) : undefined,

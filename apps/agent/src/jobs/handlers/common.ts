@@ -1,12 +1,13 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import type { BoxJobPayload } from "@doppio/contracts";
+import { metadataUrl, newMetadataToken } from "../../metadata/tokens.ts";
 import { macForIp, tapNameForIp } from "../../net/naming.ts";
 import type { BoxSpec, StoredBox } from "../../store/boxes.ts";
-import type { BoxMetadata, Upstream, VmSpec } from "../../vmm/executor.ts";
+import type { BoxSecrets, Upstream, VmSpec } from "../../vmm/executor.ts";
 import type { HandlerDeps } from "../registry.ts";
 
 /** Fresh per clone (spec: clones of one snapshot must not share secrets). */
-export function freshSecrets(): BoxMetadata["secrets"] {
+export function freshSecrets(): BoxSecrets {
   return {
     machine_id: randomUUID().replaceAll("-", ""),
     seed: randomBytes(32).toString("hex"),
@@ -26,7 +27,7 @@ export function boxUrls(deps: HandlerDeps, slug: string): { site: string; code: 
   };
 }
 
-export function specFromPayload(p: BoxJobPayload, secrets: BoxMetadata["secrets"]): BoxSpec {
+export function specFromPayload(p: BoxJobPayload, secrets: BoxSecrets): BoxSpec {
   return {
     template: p.template,
     templateVersion: p.templateVersion,
@@ -59,6 +60,11 @@ export function boxRecord(
   };
 }
 
+/**
+ * The VM spec for one boot/restore of a stored box. Every call is a new boot: it issues the
+ * box a new metadata-service token (only its digest is stored), so the previous boot's
+ * token stops working.
+ */
 export function vmSpec(deps: HandlerDeps, box: Omit<StoredBox, "updatedAt">, generation: number): VmSpec {
   const urls = boxUrls(deps, box.slug);
   const net = {
@@ -67,6 +73,12 @@ export function vmSpec(deps: HandlerDeps, box: Omit<StoredBox, "updatedAt">, gen
     gateway: deps.ipPool.gateway(),
     mac: box.mac,
   };
+  let metadataToken = "";
+  if (deps.config.metadata.enabled) {
+    const issued = newMetadataToken();
+    deps.boxes.setMetadataToken(box.slug, issued.sha256);
+    metadataToken = issued.token;
+  }
   return {
     slug: box.slug,
     template: box.spec.template,
@@ -80,7 +92,8 @@ export function vmSpec(deps: HandlerDeps, box: Omit<StoredBox, "updatedAt">, gen
       code_url: urls.code,
       env: box.spec.env,
       network: { ...net, dns: deps.config.dns },
-      secrets: box.spec.secrets,
+      metadata_url: metadataUrl(deps.config, net.gateway),
+      secrets: { ...box.spec.secrets, metadata_token: metadataToken },
       issued_at: deps.clock.now().getTime(),
       generation,
     },

@@ -185,6 +185,11 @@ export class FirecrackerExecutor implements Executor {
     return this.createFromGolden(spec, report);
   }
 
+  serialLogPath(slug: string): string {
+    assertSlug(slug);
+    return this.layout.vmFile(slug, "serial.log");
+  }
+
   async inspect(slug: string): Promise<VmState> {
     assertSlug(slug);
     const rec = await readRecord(this.layout.vmFile(slug, "vm.json"));

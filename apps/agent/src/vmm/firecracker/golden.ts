@@ -22,6 +22,8 @@ import {
 export interface GoldenBuildInfo {
   template: string;
   version: string;
+  /** Image-store version the build was requested from (older builds lack it). */
+  imageVersion?: string;
   buildId: string;
   builtAt: string;
   memoryMb: number;
@@ -75,6 +77,7 @@ export async function goldenStatus(
       status: "building",
       builtAt: current?.info.builtAt ?? null,
       error: null,
+      imageVersion: current?.info.imageVersion ?? null,
     };
   }
   if (current) {
@@ -84,11 +87,14 @@ export async function goldenStatus(
       status: "ready",
       builtAt: current.info.builtAt,
       error: failure?.error ?? null,
+      imageVersion: current.info.imageVersion ?? null,
     };
   }
-  if (failure)
-    return { template, version: failure.version, status: "failed", builtAt: null, error: failure.error };
-  return { template, version: "", status: "missing", builtAt: null, error: null };
+  if (failure) {
+    const { version, error } = failure;
+    return { template, version, status: "failed", builtAt: null, error, imageVersion: null };
+  }
+  return { template, version: "", status: "missing", builtAt: null, error: null, imageVersion: null };
 }
 
 /**
@@ -117,6 +123,7 @@ export async function buildGolden(
     cleanup.push("remove build dir", () => rm(buildDir, { recursive: true, force: true }));
     await report.step("prepare_disks", async () => {
       await mkdir(buildDir, { recursive: true });
+      // Firecracker's images are not versioned on disk yet: imageVersion is only recorded.
       await cloneDisk(
         path.join(cfg.imagesDir, template.name, "rootfs.ext4"),
         path.join(buildDir, "rootfs.ext4"),
@@ -153,12 +160,15 @@ export async function buildGolden(
         code_url: "",
         env: {},
         network: { ip: net.ip, prefix: net.prefix, gateway: net.gateway, mac: net.mac, dns: net.dns },
+        // The golden build never calls the metadata service; clones get their own URL and token.
+        metadata_url: "",
         secrets: {
           machine_id: randomBytes(16).toString("hex"),
           seed: randomBytes(32).toString("hex"),
           db_password: randomBytes(16).toString("hex"),
           encryption_key: randomBytes(32).toString("base64"),
           admin_password: randomBytes(16).toString("hex"),
+          metadata_token: "",
         },
         issued_at: clock.now(),
         generation: 1,
@@ -188,6 +198,7 @@ export async function buildGolden(
       const info: GoldenBuildInfo = {
         template: template.name,
         version: template.version,
+        imageVersion: template.imageVersion,
         buildId,
         builtAt: new Date(clock.now()).toISOString(),
         memoryMb,

@@ -19,7 +19,7 @@ import { buildGoldenSnapshot, currentGolden, pruneGoldenBuilds } from "./golden.
 import { type LaunchDeps, launchBox, type Origin, upstreamOf } from "./launch.ts";
 import { type BoxPaths, boxesDir, boxPaths } from "./layout.ts";
 import { isVmProcess, killVm, readPid } from "./process.ts";
-import { type BoxRecord, readJson } from "./records.ts";
+import { type BoxRecord, type GoldenManifest, readJson } from "./records.ts";
 
 export interface QemuExecutorConfig {
   /** Per-box artifacts (`boxes/<slug>/`) and golden builds (`golden/<template>/`). */
@@ -148,6 +148,10 @@ export class QemuExecutor implements Executor {
     return this.#state(boxPaths(this.#ctx.dataDir, slug));
   }
 
+  serialLogPath(slug: string): string {
+    return boxPaths(this.#ctx.dataDir, slug).serial;
+  }
+
   async list(): Promise<Array<{ slug: string; state: VmState }>> {
     const entries = await readdir(boxesDir(this.#ctx.dataDir), { withFileTypes: true }).catch(() => []);
     const out: Array<{ slug: string; state: VmState }> = [];
@@ -176,7 +180,7 @@ export class QemuExecutor implements Executor {
         const removed = await pruneGoldenBuilds(this.#ctx, template.name, await this.#goldenDirsInUse());
         if (removed.length)
           this.#ctx.log.info({ template: template.name, removed }, "old golden builds removed");
-        return { template: m.template, version: m.version, status: "ready", builtAt: m.builtAt, error: null };
+        return goldenInfo(m);
       } catch (err) {
         entry.building = false;
         entry.error = (err as Error).message;
@@ -188,14 +192,29 @@ export class QemuExecutor implements Executor {
   async goldenStatus(template: string): Promise<GoldenInfo> {
     const build = this.#goldenBuilds.get(template);
     if (build?.building) {
-      return { template, version: build.version, status: "building", builtAt: null, error: null };
+      return {
+        template,
+        version: build.version,
+        status: "building",
+        builtAt: null,
+        error: null,
+        imageVersion: null,
+      };
     }
     const m = await currentGolden(this.#ctx, template);
     if (build?.error && (!m || m.version !== build.version)) {
-      return { template, version: build.version, status: "failed", builtAt: null, error: build.error };
+      return {
+        template,
+        version: build.version,
+        status: "failed",
+        builtAt: null,
+        error: build.error,
+        imageVersion: null,
+      };
     }
-    if (!m) return { template, version: "", status: "missing", builtAt: null, error: null };
-    return { template, version: m.version, status: "ready", builtAt: m.builtAt, error: null };
+    if (!m)
+      return { template, version: "", status: "missing", builtAt: null, error: null, imageVersion: null };
+    return goldenInfo(m);
   }
 
   async close(): Promise<void> {
@@ -301,6 +320,18 @@ export class QemuExecutor implements Executor {
       if (this.#locks.get(key) === tail) this.#locks.delete(key);
     }
   }
+}
+
+function goldenInfo(m: GoldenManifest): GoldenInfo {
+  return {
+    template: m.template,
+    version: m.version,
+    status: "ready",
+    builtAt: m.builtAt,
+    error: null,
+    // Builds from before manifests recorded it booted the image named by the template version.
+    imageVersion: m.imageVersion ?? m.version,
+  };
 }
 
 async function exists(path: string): Promise<boolean> {

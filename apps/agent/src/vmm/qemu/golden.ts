@@ -51,7 +51,7 @@ export async function buildGoldenSnapshot(
   t: TemplateSpec,
   report: StepReporter,
 ): Promise<GoldenManifest> {
-  const img = imagePaths(ctx.imagesDir, t.name, t.version);
+  const img = imagePaths(ctx.imagesDir, t.name, t.imageVersion);
   for (const f of [img.kernel, img.initrd, img.rootfs]) {
     await access(f).catch((err) => {
       throw new QemuError(
@@ -118,6 +118,7 @@ export async function buildGoldenSnapshot(
     const manifest: GoldenManifest = {
       template: t.name,
       version: t.version,
+      imageVersion: t.imageVersion,
       dir: p.dir,
       accel,
       tscKhz,
@@ -136,7 +137,7 @@ export async function buildGoldenSnapshot(
     await rm(p.qmp, { force: true });
     await rm(p.pid, { force: true });
     ctx.log.info(
-      { template: t.name, version: t.version, ms: Date.now() - started, accel },
+      { template: t.name, version: t.version, imageVersion: t.imageVersion, ms: Date.now() - started, accel },
       "golden snapshot built",
     );
     return manifest;
@@ -174,12 +175,15 @@ function goldenMetadata(ctx: QemuContext, t: TemplateSpec, mac: string): BoxMeta
     code_url: "",
     env: {},
     network: { ...ctx.goldenNet, mac, dns: [] },
+    // The golden build never calls the metadata service; clones get their own URL and token.
+    metadata_url: "",
     secrets: {
       machine_id: placeholder(),
       seed: placeholder(),
       db_password: placeholder(),
       encryption_key: placeholder(),
       admin_password: placeholder(),
+      metadata_token: "",
     },
     issued_at: ctx.now().getTime(),
     generation: GOLDEN_GENERATION,

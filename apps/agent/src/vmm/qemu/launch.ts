@@ -166,7 +166,7 @@ async function imageBase(ctx: QemuContext, template: string) {
 /** Cold boots use the golden's image version when there is one, else the newest image. */
 async function imageVersion(ctx: QemuContext, template: string): Promise<string> {
   const golden = await currentGolden(ctx, template);
-  if (golden) return golden.version;
+  if (golden) return golden.imageVersion ?? golden.version;
   const dir = join(ctx.imagesDir, template);
   const versions = (await readdir(dir, { withFileTypes: true }).catch(() => []))
     .filter((e) => e.isDirectory() && !e.name.startsWith("."))

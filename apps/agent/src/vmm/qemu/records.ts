@@ -4,7 +4,10 @@ import type { Accel } from "./args.ts";
 /** Everything a restore needs to rebuild the golden VM's exact machine. */
 export interface GoldenManifest {
   template: string;
+  /** The control plane's template version the build was requested for. */
   version: string;
+  /** The image it booted: `<imagesDir>/<template>/<imageVersion>`. Older manifests lack it (= version). */
+  imageVersion?: string;
   dir: string;
   accel: Accel;
   tscKhz: number | null;

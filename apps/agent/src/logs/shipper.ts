@@ -1,0 +1,152 @@
+import { open, stat } from "node:fs/promises";
+import { LOG_BATCH_MAX, type LogBatch, type LogBatchAck } from "@doppio/contracts";
+import type { Logger } from "pino";
+import { backoffMs, Wakeup } from "../clock.ts";
+import { rejectedStatus } from "../control-plane.ts";
+import { splitSerialLines } from "./serial-lines.ts";
+
+/** Bytes read from one serial log per round: bounds a batch (and memory) when a box floods. */
+export const READ_MAX = 256 * 1024;
+
+export interface LogShipperDeps {
+  /** Boxes this host holds. */
+  slugs(): string[];
+  /** Host path of a box's serial log (the file need not exist yet). */
+  serialLog(slug: string): string | null;
+  ship(slug: string, batch: LogBatch): Promise<LogBatchAck>;
+  now(): Date;
+  log: Logger;
+}
+
+interface Cursor {
+  epoch: number;
+  offset: number;
+}
+
+/**
+ * Follows every box's serial log (console + `[svc NAME]` service lines) by byte offset
+ * and ships complete lines to the control plane. The control plane's cursor is the truth:
+ * a box seen for the first time (or after an agent restart) starts where the control plane
+ * stopped, so nothing is lost or sent twice across crashes. A file's epoch is its creation
+ * time, so a re-created file starts over (QEMU and Firecracker only ever append to it).
+ */
+export class LogShipper {
+  readonly #cursors = new Map<string, Cursor>();
+  readonly #wakeup = new Wakeup();
+  #abort = new AbortController();
+  #loop: Promise<void> | null = null;
+  #failures = 0;
+
+  constructor(
+    private readonly d: LogShipperDeps,
+    private readonly intervalMs = 250,
+  ) {}
+
+  start(): void {
+    this.#abort = new AbortController();
+    this.#loop ??= this.#run(this.#abort.signal);
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    await this.#loop;
+    this.#loop = null;
+  }
+
+  /** One pass over every box; returns the lines shipped. Throws if the control plane is unreachable. */
+  async shipOnce(): Promise<number> {
+    let shipped = 0;
+    const slugs = this.d.slugs();
+    for (const slug of this.#cursors.keys()) if (!slugs.includes(slug)) this.#cursors.delete(slug);
+    for (const slug of slugs) {
+      const path = this.d.serialLog(slug);
+      if (path) shipped += await this.#shipBox(slug, path);
+    }
+    return shipped;
+  }
+
+  async #shipBox(slug: string, path: string): Promise<number> {
+    const st = await stat(path).catch(() => null);
+    if (!st) return 0;
+    const epoch = Math.floor(st.birthtimeMs) || 1;
+    let cur = this.#cursors.get(slug);
+    if (!cur || cur.epoch !== epoch) {
+      const ack = await this.#send(slug, { epoch, end: 0, lines: [] }, st.size);
+      if (!ack) return 0;
+      cur = { epoch: ack.epoch, offset: ack.offset };
+    }
+    let shipped = 0;
+    while (cur.offset < st.size && !this.#abort.signal.aborted) {
+      const { lines, end } = await readLines(path, cur.offset, Math.min(READ_MAX, st.size - cur.offset));
+      if (end === cur.offset) break; // only a partial line so far
+      const batch = lines.slice(0, LOG_BATCH_MAX);
+      const batchEnd = lines.length > LOG_BATCH_MAX ? lines[LOG_BATCH_MAX]!.offset : end;
+      const at = this.d.now().toISOString();
+      const ack = await this.#send(
+        slug,
+        {
+          epoch,
+          end: batchEnd,
+          lines: batch.map((l) => ({ offset: l.offset, at, source: l.source, text: l.text })),
+        },
+        st.size,
+      );
+      if (!ack) return shipped;
+      shipped += ack.stored;
+      if (ack.offset <= cur.offset) break; // the control plane holds a newer file: wait for it
+      cur = { epoch: ack.epoch, offset: ack.offset };
+    }
+    return shipped;
+  }
+
+  /**
+   * Ships one batch and records the cursor it leads to. A box the control plane does not
+   * know (deleted, never placed here) is skipped to the end of its file; null then.
+   */
+  async #send(slug: string, batch: LogBatch, size: number): Promise<(Cursor & { stored: number }) | null> {
+    try {
+      const ack = await this.d.ship(slug, batch);
+      // A newer file on the control plane's side: this one is history.
+      const cur =
+        ack.epoch === batch.epoch
+          ? { epoch: ack.epoch, offset: ack.offset }
+          : { epoch: batch.epoch, offset: size };
+      this.#cursors.set(slug, cur);
+      return { ...cur, stored: ack.stored };
+    } catch (err) {
+      if (rejectedStatus(err) !== 404) throw err;
+      this.d.log.debug({ slug }, "control plane does not know this box; its log is skipped");
+      this.#cursors.set(slug, { epoch: batch.epoch, offset: size });
+      return null;
+    }
+  }
+
+  async #run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      let wait = this.intervalMs;
+      try {
+        await this.shipOnce();
+        this.#failures = 0;
+      } catch (err) {
+        this.#failures++;
+        wait = Math.max(this.intervalMs, backoffMs(this.#failures));
+        this.d.log[this.#failures === 1 ? "warn" : "debug"](
+          { err, failures: this.#failures },
+          "shipping box logs failed",
+        );
+      }
+      await this.#wakeup.wait(wait, signal);
+    }
+  }
+}
+
+async function readLines(path: string, from: number, length: number) {
+  const fh = await open(path, "r");
+  try {
+    const buf = Buffer.alloc(length);
+    const { bytesRead } = await fh.read(buf, 0, length, from);
+    return splitSerialLines(buf.subarray(0, bytesRead), from, bytesRead === READ_MAX);
+  } finally {
+    await fh.close();
+  }
+}

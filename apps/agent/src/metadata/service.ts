@@ -1,0 +1,72 @@
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  LogController,
+} from "fastify";
+import type { Logger } from "pino";
+import type { BoxStore } from "../store/boxes.ts";
+import type { GitCredentialCache } from "./credentials.ts";
+import { tokenSha256 } from "./tokens.ts";
+
+export interface MetadataServiceDeps {
+  boxes: Pick<BoxStore, "byMetadataToken">;
+  credentials: Pick<GitCredentialCache, "get">;
+  /**
+   * Tap mode: the caller's address must be the token's box (a token copied out of one box
+   * does not work from another). User mode: every guest arrives from QEMU on loopback.
+   */
+  checkSourceAddress: boolean;
+  log: Logger;
+}
+
+function sendError(reply: FastifyReply, status: number, code: string, message: string) {
+  return reply.code(status).header("cache-control", "no-store").send({ error: { code, message } });
+}
+
+/** IPv4 form of a socket address (`::ffff:10.0.0.2` → `10.0.0.2`). */
+function ipv4(address: string | undefined): string {
+  return (address ?? "").replace(/^::ffff:/, "");
+}
+
+/**
+ * The metadata service guests call: `GET /v1/git-credential` with `Authorization: Bearer
+ * <metadata_token>` answers `{username, token, expiresAt}` for the token's box.
+ */
+export async function buildMetadataService(d: MetadataServiceDeps): Promise<FastifyInstance> {
+  const log = d.log.child({ component: "metadata" });
+  const app = Fastify({
+    loggerInstance: log as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+  });
+  app.setErrorHandler((err, _req, reply) => {
+    log.error({ err }, "metadata service error");
+    return sendError(reply, 500, "internal", "internal error");
+  });
+  app.setNotFoundHandler((_req, reply) => sendError(reply, 404, "not_found", "not found"));
+
+  app.get("/v1/git-credential", async (req, reply) => {
+    const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? "");
+    const box = m ? d.boxes.byMetadataToken(tokenSha256(m[1]!)) : null;
+    if (!box || (d.checkSourceAddress && ipv4(req.socket.remoteAddress) !== box.ip)) {
+      return sendError(reply, 401, "unauthorized", "a valid box metadata token is required");
+    }
+    let answer: Awaited<ReturnType<typeof d.credentials.get>>;
+    try {
+      answer = await d.credentials.get(tokenSha256(m![1]!), box.slug);
+    } catch (err) {
+      log.warn({ err, slug: box.slug }, "git credential request to the control plane failed");
+      return sendError(
+        reply,
+        503,
+        "unavailable",
+        "the control plane could not be asked for a Git credential",
+      );
+    }
+    if ("unavailable" in answer) return sendError(reply, 404, "not_found", answer.unavailable);
+    log.debug({ slug: box.slug, expiresAt: answer.credential.expiresAt }, "git credential handed to box");
+    reply.header("cache-control", "no-store");
+    return answer.credential;
+  });
+  return app;
+}
