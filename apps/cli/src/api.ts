@@ -6,6 +6,7 @@ import {
   ErrorBody,
   type ErrorCode,
   Job,
+  LogsPage,
   Me,
   Template,
 } from "@doppio/contracts";
@@ -120,6 +121,8 @@ export class ApiClient {
     forBox(slug, this.json(BoxWithJob, "POST", `/boxes/${encodeURIComponent(slug)}/${action}`, {}));
   deleteBox = (slug: string) =>
     forBox(slug, this.json(BoxWithJob, "DELETE", `/boxes/${encodeURIComponent(slug)}`));
+  logs = (slug: string, query: LogsRequest) =>
+    this.json(LogsPage, "GET", `/boxes/${encodeURIComponent(slug)}/logs${logsQueryString(query)}`);
   tokens = async () => (await this.json(z.object({ tokens: z.array(ApiToken) }), "GET", "/tokens")).tokens;
   revokeToken = async (id: string) => {
     await this.raw("DELETE", `/tokens/${encodeURIComponent(id)}`);
@@ -145,6 +148,22 @@ export class ApiClient {
       await this.raw("POST", "/auth/logout", { headers }).catch(() => {});
     }
   }
+}
+
+/** What `doppio logs` asks for; the server applies the same defaults and limits. */
+export interface LogsRequest {
+  after?: number;
+  tail?: number;
+  source?: string;
+}
+
+export function logsQueryString(q: LogsRequest): string {
+  const params = new URLSearchParams();
+  if (q.after !== undefined) params.set("after", String(q.after));
+  if (q.tail !== undefined) params.set("tail", String(q.tail));
+  if (q.source !== undefined) params.set("source", q.source);
+  const s = params.toString();
+  return s ? `?${s}` : "";
 }
 
 /** Puts the box's name into hints like "doppio status NAME". */

@@ -6,6 +6,7 @@ import { registerInfoCommands } from "./commands/box-info.ts";
 import { registerBoxCommands } from "./commands/boxes.ts";
 import { registerCompletionCommand } from "./commands/completion.ts";
 import { registerContextCommands } from "./commands/context.ts";
+import { registerLogsCommand } from "./commands/logs.ts";
 import type { Io } from "./io.ts";
 
 export const VERSION: string = pkg.version;
@@ -35,6 +36,7 @@ Examples:
   doppio create my-box --template minimal --env DEBUG=1
   doppio ls
   doppio open my-box --code
+  doppio logs my-box -f
   doppio rm my-box --yes
 
 Environment:
@@ -50,6 +52,7 @@ Exit codes: 0 success, 1 operation failed (job failed, not found, denied),
   registerContextCommands(program, app);
   registerBoxCommands(program, app);
   registerInfoCommands(program, app);
+  registerLogsCommand(program, app);
   registerCompletionCommand(program, app);
   return program;
 }

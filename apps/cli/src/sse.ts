@@ -3,23 +3,41 @@ import type { ApiClient } from "./api.ts";
 export interface ServerEvent {
   event: string;
   data: string;
+  /** The event's `id:` field, when it had one. */
+  id?: string;
 }
 
 /**
  * Opens the team's event stream (`GET /api/v1/events`) and yields its events until the
  * stream ends or `signal` aborts. Comments (keepalives) are skipped.
  */
-export async function* streamEvents(api: ApiClient, signal: AbortSignal): AsyncGenerator<ServerEvent> {
-  const res = await api.raw("GET", "/events", {
+export function streamEvents(api: ApiClient, signal: AbortSignal): AsyncGenerator<ServerEvent> {
+  return streamSse(api, "/events", signal);
+}
+
+/**
+ * Opens any server-sent event stream of the API (`path` under /api/v1) and yields its
+ * events until the stream ends or `signal` aborts. `onOpen` runs once the server has
+ * accepted the request (errors before that throw, as from any API call).
+ */
+export async function* streamSse(
+  api: ApiClient,
+  path: string,
+  signal: AbortSignal,
+  onOpen?: () => void,
+): AsyncGenerator<ServerEvent> {
+  const res = await api.raw("GET", path, {
     headers: { accept: "text/event-stream" },
     signal,
     stream: true,
   });
+  onOpen?.();
   if (!res.body) return;
   const decoder = new TextDecoder();
   let buffer = "";
   let event = "message";
   let data: string[] = [];
+  let id: string | undefined;
   const reader = res.body.getReader();
   const onAbort = () => reader.cancel().catch(() => {});
   signal.addEventListener("abort", onAbort, { once: true });
@@ -33,15 +51,17 @@ export async function* streamEvents(api: ApiClient, signal: AbortSignal): AsyncG
         const line = buffer.slice(0, nl);
         buffer = buffer.slice(buffer[nl] === "\r" ? nl + 2 : nl + 1);
         if (line === "") {
-          if (data.length > 0) yield { event, data: data.join("\n") };
+          if (data.length > 0) yield { event, data: data.join("\n"), ...(id === undefined ? {} : { id }) };
           event = "message";
           data = [];
+          id = undefined;
         } else if (!line.startsWith(":")) {
           const colon = line.indexOf(":");
           const field = colon < 0 ? line : line.slice(0, colon);
           const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
           if (field === "event") event = value;
           else if (field === "data") data.push(value);
+          else if (field === "id") id = value;
         }
         nl = buffer.search(/\r?\n/);
       }

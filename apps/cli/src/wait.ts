@@ -155,6 +155,6 @@ function interrupted(target: WaitTarget): CliError {
   return new CliError(
     "interrupted",
     `stopped waiting; the ${target.job.action} job ${shortId(target.job.id)} keeps running on the server`,
-    `follow it with: doppio logs ${target.slug} -f`,
+    `follow it with: doppio jobs ${target.slug} -f`,
   );
 }

@@ -6,6 +6,7 @@ import { PASSWORD, TestClient, uniqueEmail } from "../../api/test/support/client
 import { startControlPlane, type TestControlPlane } from "../../api/test/support/control-plane.ts";
 import { startBufferingProxy } from "./support/buffering-proxy.ts";
 import { buildCli, type CliHome, cliHome } from "./support/cli.ts";
+import { startCuttableProxy } from "./support/cuttable-proxy.ts";
 import { type ScriptedAgent, startScriptedAgent } from "./support/scripted-agent.ts";
 
 /** A loopback port nothing listens on: bound, then released. */
@@ -151,10 +152,10 @@ describe("doppio CLI against a real control plane", () => {
   });
 
   it("shows the box's job steps and URLs", async () => {
-    const logs = await home.run(["logs", "cli-box"]);
-    expect(logs.code).toBe(0);
-    expect(logs.stdout).toMatch(/== create job [0-9a-f]{8}/);
-    expect(logs.stdout).toMatch(/✓ Publishing URLs/);
+    const steps = await home.run(["jobs", "cli-box", "--steps"]);
+    expect(steps.code).toBe(0);
+    expect(steps.stdout).toMatch(/== create job [0-9a-f]{8}/);
+    expect(steps.stdout).toMatch(/✓ Publishing URLs/);
     const jobs = await home.run(["jobs", "cli-box", "--json"]);
     expect(JSON.parse(jobs.stdout).map((j: { action: string }) => j.action)).toEqual([
       "start",
@@ -165,8 +166,8 @@ describe("doppio CLI against a real control plane", () => {
     expect(open.stdout).toBe("https://5173-cli-box.code.cli-host.example.test\n");
   });
 
-  it("follows a box's jobs live with logs -f until Ctrl-C", async () => {
-    const follow = home.spawn(["logs", "cli-box", "-f"]);
+  it("follows a box's jobs live with jobs -f until Ctrl-C", async () => {
+    const follow = home.spawn(["jobs", "cli-box", "-f"]);
     try {
       await follow.waitForStdout((out) => out.includes("== start job"));
       const reset = await home.run(["reset", "cli-box", "--yes", "--no-wait"]);
@@ -181,6 +182,97 @@ describe("doppio CLI against a real control plane", () => {
     }
     // The reset ran to completion before the rm test below.
     expect(JSON.parse((await home.run(["status", "cli-box", "--json"])).stdout).status).toBe("running");
+  });
+
+  it("prints a box's log: plain off a terminal, NDJSON with --json, one source with --source", async () => {
+    await agent.pushLogs("cli-box", [
+      { source: "console", text: "Booting doppio guest" },
+      { source: "bench", text: "\x1b[32mWatching for changes\x1b[0m \x1b]0;title\x07on :8000" },
+      { source: "console", text: "login: ready" },
+    ]);
+    const plain = await home.run(["logs", "cli-box"]);
+    expect(plain.stderr).toBe("");
+    expect(plain.code).toBe(0);
+    // Colours and other escapes are for terminals; a pipe gets the text alone.
+    expect(plain.stdout).toBe(
+      "[console] Booting doppio guest\n[bench] Watching for changes on :8000\n[console] login: ready\n",
+    );
+
+    const json = await home.run(["logs", "cli-box", "--json"]);
+    expect(json.code).toBe(0);
+    const lines = json.stdout
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(lines.map((l) => [l.source, l.text])).toEqual([
+      ["console", "Booting doppio guest"],
+      ["bench", "\x1b[32mWatching for changes\x1b[0m \x1b]0;title\x07on :8000"],
+      ["console", "login: ready"],
+    ]);
+    expect(lines[0].seq).toBeLessThan(lines[2].seq);
+    expect(Date.parse(lines[0].at)).not.toBeNaN();
+
+    const bench = await home.run(["logs", "cli-box", "--source", "bench"]);
+    expect(bench.stdout).toBe("[bench] Watching for changes on :8000\n");
+    const last = await home.run(["logs", "cli-box", "-n", "1"]);
+    expect(last.stdout).toBe("[console] login: ready\n");
+
+    for (const args of [
+      ["logs", "cli-box", "--tail", "lots"],
+      ["logs", "cli-box", "-n", "5001"],
+      ["logs", "cli-box", "--source", "Not A Source"],
+    ]) {
+      const r = await home.run(args);
+      expect(r.code, args.join(" ")).toBe(2);
+      expect(r.stderr, args.join(" ")).toMatch(/^doppio: .+\nhint: .+\n$/);
+    }
+  });
+
+  it("follows the log with -f: backlog, then new lines, through a dropped connection", async () => {
+    const proxy = await startCuttableProxy(cp.url);
+    const config = JSON.parse(await readFile(configFile(), "utf8"));
+    const token = config.contexts[config.current].token as string;
+    const follow = home.spawn(["logs", "cli-box", "-f", "--source", "console"], {
+      env: { DOPPIO_URL: proxy.url, DOPPIO_TOKEN: token },
+    });
+    try {
+      await follow.waitForStdout((out) => out.includes("[console] login: ready\n"));
+      await agent.pushLogs("cli-box", [
+        { source: "bench", text: "filtered out" },
+        { source: "console", text: "live line one" },
+      ]);
+      await follow.waitForStdout((out) => out.includes("[console] live line one\n"));
+
+      proxy.cut();
+      await agent.pushLogs("cli-box", [{ source: "console", text: "written while cut off" }]);
+      await follow.waitForStdout((out) => out.includes("[console] written while cut off\n"));
+      expect(follow.stderr()).toMatch(
+        /^doppio: log stream lost \(.+\); reconnecting in [\d.]+s after line \d+$/m,
+      );
+      expect(follow.stderr()).toContain("doppio: reconnected to the log stream\n");
+      // Each line once, in order, and nothing from the other source.
+      expect(follow.stdout()).toBe(
+        "[console] Booting doppio guest\n[console] login: ready\n[console] live line one\n[console] written while cut off\n",
+      );
+
+      follow.child.kill("SIGINT");
+      expect(await follow.exited).toBe(130);
+      expect(follow.stderr()).toContain("doppio: stopped following the log of cli-box\n");
+    } finally {
+      follow.child.kill("SIGKILL");
+      await proxy.close();
+    }
+  });
+
+  it("exits 1 for the log of an unknown box, with or without -f", async () => {
+    for (const args of [
+      ["logs", "no-such-box"],
+      ["logs", "no-such-box", "-f"],
+    ]) {
+      const r = await home.run(args);
+      expect(r.code, args.join(" ")).toBe(1);
+      expect(r.stderr).toBe('doppio: box "no-such-box" not found\nhint: list your boxes with: doppio ls\n');
+    }
   });
 
   it("refuses rm without --yes when not on a terminal, and deletes with --yes", async () => {

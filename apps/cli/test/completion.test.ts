@@ -30,6 +30,13 @@ describe("doppio completion", () => {
     // The value of --context is skipped when finding the command.
     expect(bashComplete(r.stdout, ["doppio", "--context", "prod", "create", "--t"])).toEqual(["--template"]);
     expect(bashComplete(r.stdout, ["doppio", "rm", "--y"])).toEqual(["--yes"]);
+    expect(bashComplete(r.stdout, ["doppio", "logs", "--"])).toEqual([
+      "--follow",
+      "--tail",
+      "--source",
+      "--json",
+      "--help",
+    ]);
   });
 
   it.skipIf(!hasZsh)("prints a zsh script that parses and completes options", async () => {

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { parseEnv, parseSize, parseSlug } from "../src/commands/box-args.ts";
 import { contextNameFor, normalizeUrl, resolveTarget } from "../src/config.ts";
 import { CliError } from "../src/errors.ts";
+import { LogPrinter, sanitizeLogText } from "../src/logs.ts";
 import { formatDuration, renderTable } from "../src/output.ts";
 import { loadSettings } from "../src/settings.ts";
 import { currentLabel } from "../src/wait.ts";
@@ -152,5 +153,37 @@ describe("output", () => {
     expect(formatDuration(999)).toBe("0s");
     expect(formatDuration(65_000)).toBe("1m05s");
     expect(formatDuration(3_720_000)).toBe("1h02m");
+  });
+});
+
+describe("log lines", () => {
+  const line = (seq: number, source: string, text: string) => ({
+    seq,
+    at: "2026-01-01T00:00:00.000Z",
+    source,
+    text,
+  });
+
+  it("keeps colours for a terminal and drops every other escape and control character", () => {
+    const text = "\x1b[1;32mok\x1b[0m \x1b[2J\x1b]0;pwned\x07\x1b[Hdone\r\tend\x1b";
+    expect(sanitizeLogText(text, true)).toBe("\x1b[1;32mok\x1b[0m done\tend");
+    expect(sanitizeLogText(text, false)).toBe("ok done\tend");
+  });
+
+  it("prints source | text on a terminal, [source] text in pipes, and one JSON object per line", () => {
+    const lines = [line(1, "console", "boot"), line(2, "code-server", "\x1b[31mfail")];
+    expect(new LogPrinter("plain").render(lines)).toBe("[console] boot\n[code-server] fail\n");
+    const tty = new LogPrinter("tty").render(lines).split("\n");
+    expect(tty[0]).toBe("\x1b[2mconsole\x1b[0m | boot");
+    // The colour a line starts is reset at its end, so it never bleeds into the next.
+    expect(tty[1]?.startsWith("\x1b[3")).toBe(true);
+    expect(tty[1]?.endsWith("mcode-server\x1b[0m | \x1b[31mfail\x1b[0m")).toBe(true);
+    expect(
+      new LogPrinter("json")
+        .render(lines)
+        .trimEnd()
+        .split("\n")
+        .map((l) => JSON.parse(l)),
+    ).toEqual(lines);
   });
 });

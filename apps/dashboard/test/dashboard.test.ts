@@ -170,6 +170,9 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     await expect
       .poll(() => running.getByTestId("step-time").textContent(), { timeout: 5000 })
       .not.toBe(before);
+    // The box log is empty while it boots; the jobs' own lines are on the second tab.
+    await page.getByTestId("log-empty").waitFor();
+    await page.getByRole("tab", { name: "Jobs" }).click();
     await expect
       .poll(() => page.locator(".xterm-rows").textContent())
       .toContain("Restoring from the golden snapshot");
@@ -215,6 +218,8 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     expect(url.pathname).toBe("/__doppio/auth");
     expect(url.searchParams.get("token")).toBeTruthy();
     expect(url.searchParams.get("next")).toBe("/");
+    // Chromium shows its error page for the failed hop; going on before it has would race it.
+    await page.waitForURL((u) => u.protocol === "chrome-error:");
     await page.goto("/dashboard/boxes/demo-box");
     await page.locator('.page-head [data-status="running"]').waitFor();
   });
@@ -231,6 +236,66 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     const admin = new TestClient(cp.url);
     await admin.post("/api/v1/auth/login", { email: EMAIL, password: PASSWORD });
     expect((await admin.get("/api/v1/boxes/demo-box")).body.env).toEqual({ FRAPPE_ENV: "development" });
+  });
+
+  it("follows the box's log: backlog, live lines, a source filter and a pause when scrolled up", async () => {
+    const rows = () => page.locator(".xterm-rows > div").allTextContents();
+    const text = async () => (await rows()).map((r) => r.trimEnd()).filter(Boolean);
+    await page.locator('[data-log-state="live"]').waitFor();
+    expect(await page.getByTestId("log-empty").textContent()).toContain("No log lines yet");
+
+    await agent.logs("demo-box", [
+      { source: "console", text: "Booting doppio guest" },
+      { source: "bench", text: "\x1b[32mbench serve\x1b[0m listening on :8000" },
+    ]);
+    // A fresh page gets them as the stream's backlog.
+    await page.reload();
+    await page.locator('[data-log-state="live"]').waitFor();
+    await expect
+      .poll(text)
+      .toEqual(["console │ Booting doppio guest", "bench   │ bench serve listening on :8000"]);
+    // Colours written by the service are kept.
+    await page.locator(".xterm-rows span.xterm-fg-2", { hasText: "bench serve" }).waitFor();
+
+    await agent.logs("demo-box", [{ source: "console", text: "login: ready" }]);
+    await expect.poll(text).toContain("console │ login: ready");
+    await screenshot("box-log");
+
+    await page.getByLabel("Source").selectOption("bench");
+    await expect.poll(text).toEqual(["bench │ bench serve listening on :8000"]);
+    await agent.logs("demo-box", [
+      { source: "console", text: "hidden by the filter" },
+      { source: "bench", text: "GET / 200" },
+    ]);
+    await expect.poll(text).toEqual(["bench │ bench serve listening on :8000", "bench │ GET / 200"]);
+    await page.getByLabel("Source").selectOption("");
+    await expect.poll(text).toContain("console │ hidden by the filter");
+
+    // The tabs switch with the arrow keys, one tab stop for both.
+    await page.getByRole("tab", { name: "Box log" }).focus();
+    await page.keyboard.press("ArrowRight");
+    expect(await page.getByRole("tab", { name: "Jobs" }).getAttribute("aria-selected")).toBe("true");
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Jobs");
+    await expect.poll(() => page.locator(".xterm-rows").textContent()).toContain("Publishing URLs");
+    await page.keyboard.press("ArrowLeft");
+    await expect.poll(text).toContain("console │ login: ready");
+
+    // Scrolled up, new lines do not move the view; a button counts them and jumps back.
+    await agent.logs(
+      "demo-box",
+      Array.from({ length: 40 }, (_, i) => ({ source: "console", text: `filler ${i}` })),
+    );
+    await expect.poll(text).toContain("console │ filler 39");
+    await page.getByRole("log", { name: "Log of demo-box" }).hover();
+    await page.mouse.wheel(0, -2000);
+    const jump = page.getByRole("button", { name: /^Paused · jump to newest/ });
+    await jump.waitFor();
+    await agent.logs("demo-box", [{ source: "bench", text: "while you were reading" }]);
+    await expect.poll(() => jump.textContent()).toBe("Paused · jump to newest (1 new)");
+    expect(await text()).not.toContain("bench   │ while you were reading");
+    await jump.click();
+    await expect.poll(text).toContain("bench   │ while you were reading");
+    expect(await jump.count()).toBe(0);
   });
 
   it("catches up after the live stream drops: a change made meanwhile shows on reconnect", async () => {

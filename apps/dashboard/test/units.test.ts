@@ -3,6 +3,7 @@ import { QueryClient } from "@tanstack/react-query";
 import { describe, expect, it } from "vitest";
 import { putBox, putJob } from "../src/api/cache.ts";
 import { keys } from "../src/api/keys.ts";
+import { appendLines, EMPTY_LOG, formatLogLine, keepColoursOnly, sourceColour } from "../src/lib/box-log.ts";
 import { jobLogLines } from "../src/lib/job-log.ts";
 import { formatAge, formatDuration } from "../src/lib/time.ts";
 
@@ -115,5 +116,35 @@ describe("formatting", () => {
       "│ looking for golden minimal@1",
       "   failed: the golden snapshot is missing",
     ]);
+  });
+});
+
+describe("box log buffer", () => {
+  const line = (seq: number, source = "console", text = `line ${seq}`) => ({
+    seq,
+    at: "2026-01-01T00:00:00.000Z",
+    source,
+    text,
+  });
+
+  it("appends by seq (a replay adds nothing), keeps the newest lines, and lists console first", () => {
+    let buf = appendLines(EMPTY_LOG, [line(1, "bench"), line(2), line(3, "code-server")], 4);
+    expect(buf.sources).toEqual(["console", "bench", "code-server"]);
+    expect(appendLines(buf, [line(2), line(3, "code-server")], 4)).toBe(buf);
+    buf = appendLines(buf, [line(3), line(4), line(5), line(6)], 4);
+    expect(buf.lines.map((l) => l.seq)).toEqual([3, 4, 5, 6]);
+    // A source whose lines dropped off stays selectable.
+    expect(buf.sources).toEqual(["console", "bench", "code-server"]);
+  });
+
+  it("keeps a line's colours but no other escape, and resets what it coloured", () => {
+    expect(keepColoursOnly("\x1b[1;32mok\x1b[0m\x1b[2J\x1b]0;title\x07\x1b[H\rdone\tx")).toBe(
+      "\x1b[1;32mok\x1b[0mdone\tx",
+    );
+    expect(formatLogLine(line(1, "bench", "\x1b[31mboom"), 7)).toBe(
+      `${sourceColour("bench")}bench  \x1b[0m \x1b[2m│\x1b[0m \x1b[31mboom\x1b[0m`,
+    );
+    expect(sourceColour("bench")).not.toBe(sourceColour("console"));
+    expect(formatLogLine(line(1, "console", "plain"), 0)).toBe("\x1b[2mconsole\x1b[0m \x1b[2m│\x1b[0m plain");
   });
 });

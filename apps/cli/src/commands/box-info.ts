@@ -10,51 +10,42 @@ import { parsePort, parseSlug } from "./box-args.ts";
 export function registerInfoCommands(program: Command, app: App): void {
   program
     .command("jobs <name>")
-    .description("list a box's jobs, newest first")
-    .option("--json", "print JSON (an array of jobs)")
-    .addHelpText("after", examples("doppio jobs my-box", "doppio jobs my-box --json | jq '.[0].status'"))
-    .action(async (name: string, opts: { json?: boolean }) => {
-      const jobs = await (await app.api()).jobs(parseSlug(name));
-      if (opts.json) return printJson(app.io.stdout, jobs);
-      app.io.stdout.write(
-        renderTable(
-          ["ID", "ACTION", "STATUS", "CREATED", "DURATION", "ERROR"],
-          jobs.map((j) => [
-            shortId(j.id),
-            j.action,
-            j.status,
-            j.createdAt.replace(/\.\d+Z$/, "Z"),
-            j.startedAt && j.finishedAt
-              ? formatDuration(Date.parse(j.finishedAt) - Date.parse(j.startedAt))
-              : "-",
-            j.error ?? "",
-          ]),
-        ),
-      );
-    });
-
-  program
-    .command("logs <name>")
-    .description("show the steps and log lines of a box's jobs; -f follows them live")
-    .option("-f, --follow", "keep following new jobs and steps (Ctrl-C to stop)")
-    .option("--json", "print JSON (the box's jobs; not with --follow)")
+    .description("list a box's jobs, newest first; --steps or -f shows each step")
+    .option("--steps", "print each job's steps, outcome and agent log lines instead of a table")
+    .option("-f, --follow", "print the steps, then follow new jobs and steps live (Ctrl-C to stop)")
+    .option("--json", "print JSON (an array of jobs; not with --follow)")
     .addHelpText(
       "after",
-      `
-For now this shows the control plane's record of the box's jobs: each step, its outcome
-and any error. The live log stream from inside the box (bench, code-server) comes later.
-
-Examples:
-  doppio logs my-box
-  doppio logs my-box -f`,
+      examples(
+        "doppio jobs my-box",
+        "doppio jobs my-box --steps",
+        "doppio jobs my-box -f",
+        "doppio jobs my-box --json | jq '.[0].status'",
+      ),
     )
-    .action(async (name: string, opts: { follow?: boolean; json?: boolean }) => {
+    .action(async (name: string, opts: { steps?: boolean; follow?: boolean; json?: boolean }) => {
       const slug = parseSlug(name);
+      if (opts.json && opts.follow) throw usageError("--json cannot be combined with --follow");
       const api = await app.api();
       const jobs = await api.jobs(slug);
-      if (opts.json) {
-        if (opts.follow) throw usageError("--json cannot be combined with --follow");
-        return printJson(app.io.stdout, jobs);
+      if (opts.json) return printJson(app.io.stdout, jobs);
+      if (!opts.steps && !opts.follow) {
+        app.io.stdout.write(
+          renderTable(
+            ["ID", "ACTION", "STATUS", "CREATED", "DURATION", "ERROR"],
+            jobs.map((j) => [
+              shortId(j.id),
+              j.action,
+              j.status,
+              j.createdAt.replace(/\.\d+Z$/, "Z"),
+              j.startedAt && j.finishedAt
+                ? formatDuration(Date.parse(j.finishedAt) - Date.parse(j.startedAt))
+                : "-",
+              j.error ?? "",
+            ]),
+          ),
+        );
+        return;
       }
       const printer = new StepPrinter(app.io.stdout);
       for (const job of [...jobs].reverse()) printer.show(job);

@@ -184,7 +184,7 @@ async function finishAction(
     if (opts.json) return printJson(io.stdout, res);
     io.stdout.write(
       `${TITLES[action][0]!.toUpperCase()}${TITLES[action].slice(1)} box ${slug} (job ${shortId(res.job.id)}, ${res.job.status}).\n` +
-        `Follow it with: doppio logs ${slug} -f\n`,
+        `Follow it with: doppio jobs ${slug} -f\n`,
     );
     return;
   }
@@ -193,7 +193,7 @@ async function finishAction(
     throw new CliError(
       "failed",
       `${action === "rm" ? "delete" : action} of box ${slug} failed: ${job.error ?? "no reason given"}`,
-      `see its steps with: doppio logs ${slug}`,
+      `see its steps with: doppio jobs ${slug} --steps`,
     );
   }
   const box = action === "rm" ? null : await api.box(slug).catch(() => null);

@@ -33,6 +33,8 @@ export interface ScriptedAgent {
   finished: string[];
   /** Protocol errors it met; a test expects none. */
   errors: unknown[];
+  /** Ships serial-log lines of a box on this server, as the agent's log follower does. */
+  pushLogs(slug: string, lines: { source: string; text: string }[]): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -110,10 +112,25 @@ export async function startScriptedAgent(
     }
   })();
 
+  // One serial log file per box; each line takes its UTF-8 length plus a newline.
+  const logEnds = new Map<string, number>();
+  const pushLogs = async (slug: string, lines: { source: string; text: string }[]) => {
+    let offset = logEnds.get(slug) ?? 0;
+    const at = new Date().toISOString();
+    const batch = lines.map((l) => {
+      const line = { offset, at, source: l.source, text: l.text };
+      offset += Buffer.byteLength(l.text) + 1;
+      return line;
+    });
+    await post(`/agent/v1/boxes/${slug}/logs`, { epoch: 1, end: offset, lines: batch });
+    logEnds.set(slug, offset);
+  };
+
   return {
     server: name,
     finished,
     errors,
+    pushLogs,
     async stop() {
       stopped = true;
       await loop;

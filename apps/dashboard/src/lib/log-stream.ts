@@ -1,21 +1,73 @@
+import { LogLine } from "@doppio/contracts";
 import { useEffect, useState } from "react";
+import { appendLines, EMPTY_LOG, LOG_BACKLOG_LINES, type LogBuffer } from "./box-log.ts";
 
-const MAX_LINES = 1000;
+export type LogStreamState = "connecting" | "live" | "reconnecting";
 
-/** Lines from an SSE log stream (one line per message), newest last; empty without a URL. */
-export function useLogStream(url: string | undefined): string[] {
-  const [lines, setLines] = useState<string[]>([]);
+/** The `lines` event's payload, checked before it reaches the page. */
+const Lines = LogLine.array();
+const MAX_BACKOFF_MS = 15_000;
+
+export interface BoxLog extends LogBuffer {
+  state: LogStreamState;
+}
+
+/**
+ * Follows a box's log stream (`lines` events, each with the last line's seq as its id).
+ * EventSource reconnects by itself after a dropped connection and resumes from its
+ * Last-Event-ID; after an HTTP error it gives up, so the stream is reopened with backoff,
+ * asking for the lines after the last one held.
+ */
+export function useBoxLog(slug: string): BoxLog {
+  const [buffer, setBuffer] = useState<LogBuffer>(EMPTY_LOG);
+  const [state, setState] = useState<LogStreamState>("connecting");
+
   useEffect(() => {
-    setLines([]);
-    if (!url) return;
-    const source = new EventSource(url);
-    source.onmessage = (e: MessageEvent<string>) => {
-      setLines((prev) => {
-        const next = [...prev, e.data];
-        return next.length > MAX_LINES ? next.slice(next.length - MAX_LINES) : next;
+    setBuffer(EMPTY_LOG);
+    setState("connecting");
+    let source: EventSource | null = null;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let attempt = 0;
+    let disposed = false;
+    let lastSeq = 0;
+
+    const open = () => {
+      const query = lastSeq > 0 ? `after=${lastSeq}` : `tail=${LOG_BACKLOG_LINES}`;
+      source = new EventSource(`/api/v1/boxes/${encodeURIComponent(slug)}/logs/stream?${query}`);
+      source.addEventListener("open", () => {
+        attempt = 0;
+        setState("live");
+      });
+      source.addEventListener("lines", (e) => {
+        let data: unknown;
+        try {
+          data = JSON.parse((e as MessageEvent<string>).data);
+        } catch {
+          return;
+        }
+        const parsed = Lines.safeParse((data as { lines?: unknown } | null)?.lines);
+        if (!parsed.success) return;
+        const fresh = parsed.data.filter((l) => l.seq > lastSeq);
+        if (fresh.length === 0) return;
+        lastSeq = fresh.at(-1)!.seq;
+        setBuffer((prev) => appendLines(prev, fresh));
+      });
+      source.addEventListener("error", () => {
+        if (disposed) return;
+        setState("reconnecting");
+        if (source?.readyState === EventSource.CLOSED) {
+          source.close();
+          timer = setTimeout(open, Math.min(MAX_BACKOFF_MS, 1000 * 2 ** attempt++));
+        }
       });
     };
-    return () => source.close();
-  }, [url]);
-  return lines;
+    open();
+    return () => {
+      disposed = true;
+      clearTimeout(timer);
+      source?.close();
+    };
+  }, [slug]);
+
+  return { ...buffer, state };
 }

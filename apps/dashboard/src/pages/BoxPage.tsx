@@ -77,7 +77,7 @@ export function BoxPage({ slug }: { slug: string }) {
           {jobs.isPending && <Loading label="Loading progress…" />}
           {jobs.isError && <ErrorNotice error={jobs.error} onRetry={() => jobs.refetch()} />}
           {latest && <JobSteps job={latest} />}
-          {jobs.data && <LogsPanel jobs={jobs.data} />}
+          {jobs.data && <LogsPanel slug={b.slug} jobs={jobs.data} />}
         </div>
       </div>
     </>

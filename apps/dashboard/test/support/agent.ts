@@ -7,6 +7,8 @@ import { heartbeat, registerServer, type TestClient } from "../../../api/test/su
  */
 export class ManualAgent {
   private seqs = new Map<string, number>();
+  /** Where each box's serial log file ends, as the agent's log follower tracks it. */
+  private logEnds = new Map<string, number>();
   private ip = 2;
 
   private constructor(
@@ -56,6 +58,19 @@ export class ManualAgent {
       ok: true,
       data: job.action === "create" ? { ip: `10.0.0.${this.ip++}` } : {},
     });
+
+  /** Ships serial-log lines of a box on this server (each takes its UTF-8 length and a newline). */
+  async logs(slug: string, lines: { source: string; text: string }[]): Promise<void> {
+    let offset = this.logEnds.get(slug) ?? 0;
+    const at = new Date().toISOString();
+    const batch = lines.map((l) => {
+      const line = { offset, at, source: l.source, text: l.text };
+      offset += Buffer.byteLength(l.text) + 1;
+      return line;
+    });
+    await this.post(`/agent/v1/boxes/${slug}/logs`, { epoch: 1, end: offset, lines: batch });
+    this.logEnds.set(slug, offset);
+  }
 
   /** Claims the next job and runs all of `steps` through to a successful result. */
   async runNext(steps: readonly StepName[]): Promise<ClaimedJob> {
