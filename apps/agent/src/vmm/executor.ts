@@ -88,7 +88,8 @@ export interface StepReporter {
 
 /**
  * One VMM backend. Every method first checks the host's real state, so running an
- * action twice (after an agent crash) is harmless.
+ * action twice (after an agent crash) is harmless. That check is not a reported step: the
+ * job handler reports its own `check_state` before it calls the executor.
  */
 export interface Executor {
   readonly backend: "qemu" | "firecracker";

@@ -143,7 +143,6 @@ describe.skipIf(skipReason !== null)("Firecracker executor against the v1.16.1 A
     const upstream = await rig.executor.createFromGolden(a, report);
     expect(upstream(8000)).toBe("10.0.0.11:8000");
     expect(report.steps).toEqual([
-      "check_state",
       "prepare_disks",
       "setup_network",
       "restore_vm",
@@ -212,7 +211,7 @@ describe.skipIf(skipReason !== null)("Firecracker executor against the v1.16.1 A
     const report = new RecordingReporter();
     const upstream = await rig.executor.start({ ...a, memoryMb: 3072 }, report);
     expect(upstream(8000)).toBe("10.0.0.11:8000");
-    expect(report.steps).toEqual(["check_state", "prepare_disks", "setup_network", "boot_vm", "wait_ready"]);
+    expect(report.steps).toEqual(["prepare_disks", "setup_network", "boot_vm", "wait_ready"]);
     const vmm = lastVmm("box-brisk-falcon-0001");
     expect(vmm.fake.calls()).toEqual(COLD_BOOT);
     expect(vmm.fake.requests.every((r) => r.fault === undefined)).toBe(true);

@@ -81,7 +81,7 @@ export class FirecrackerExecutor implements Executor {
 
   async createFromGolden(spec: VmSpec, report: StepReporter): Promise<Upstream> {
     const tap = requireTap(spec);
-    const found = await report.step("check_state", () => this.prepareCreate(spec.slug));
+    const found = await this.prepareCreate(spec.slug);
     if (typeof found === "function") return found;
     if (found === "exists") return this.start(spec, report);
     const golden = await currentGolden(this.deps, spec.template);
@@ -120,7 +120,7 @@ export class FirecrackerExecutor implements Executor {
 
   async createColdBoot(spec: VmSpec, report: StepReporter): Promise<Upstream> {
     requireTap(spec);
-    const found = await report.step("check_state", () => this.prepareCreate(spec.slug));
+    const found = await this.prepareCreate(spec.slug);
     if (typeof found === "function") return found;
     if (found === "exists") return this.start(spec, report);
     return this.guarded(async (cleanup) => {
@@ -136,11 +136,8 @@ export class FirecrackerExecutor implements Executor {
 
   async start(spec: VmSpec, report: StepReporter): Promise<Upstream> {
     requireTap(spec);
-    const rec = await report.step("check_state", async () => {
-      const found = await readRecord(this.layout.vmFile(spec.slug, "vm.json"));
-      if (!found) throw new FirecrackerError("not_found", `box ${spec.slug} has no disks on this host`);
-      return found;
-    });
+    const rec = await readRecord(this.layout.vmFile(spec.slug, "vm.json"));
+    if (!rec) throw new FirecrackerError("not_found", `box ${spec.slug} has no disks on this host`);
     if (rec.pid && (await this.d.processes.isAlive(rec.pid, rec.jailId))) return upstreamAt(rec.ip);
     await report.step("prepare_disks", async () => {
       for (const f of ["rootfs.ext4", "volume.ext4"] as const) {
@@ -159,7 +156,7 @@ export class FirecrackerExecutor implements Executor {
 
   async stop(slug: string, report: StepReporter): Promise<void> {
     assertSlug(slug);
-    const rec = await report.step("check_state", () => readRecord(this.layout.vmFile(slug, "vm.json")));
+    const rec = await readRecord(this.layout.vmFile(slug, "vm.json"));
     if (!rec) return;
     await this.halt(rec, report);
     await writeRecord(this.layout.vmFile(slug, "vm.json"), { ...rec, pid: null, lifecycle: "stopped" });
@@ -167,7 +164,7 @@ export class FirecrackerExecutor implements Executor {
 
   async remove(slug: string, report: StepReporter): Promise<void> {
     assertSlug(slug);
-    const rec = await report.step("check_state", () => readRecord(this.layout.vmFile(slug, "vm.json")));
+    const rec = await readRecord(this.layout.vmFile(slug, "vm.json"));
     if (rec) await this.halt(rec, report);
     await report.step("remove_disks", async () => {
       await removeJail(this.deps, rec?.jailId ?? boxJailId(slug));

@@ -112,7 +112,7 @@ export class QemuExecutor implements Executor {
   stop(slug: string, report: StepReporter): Promise<void> {
     return this.#locked(slug, async () => {
       const paths = boxPaths(this.#ctx.dataDir, slug);
-      const state = await report.step("check_state", () => this.#state(paths));
+      const state = await this.#state(paths);
       if (state === "gone") throw new QemuError("not_found", `box ${slug} has no artifacts on this host`);
       const record = await readJson<BoxRecord>(paths.record);
       await report.step("stop_vm", () => this.#kill(paths));
@@ -227,7 +227,7 @@ export class QemuExecutor implements Executor {
 
   async #createLocked(spec: VmSpec, report: StepReporter, fromGolden: boolean): Promise<Upstream> {
     const paths = boxPaths(this.#ctx.dataDir, spec.slug);
-    const state = await report.step("check_state", () => this.#state(paths));
+    const state = await this.#state(paths);
     const record = await readJson<BoxRecord>(paths.record);
     if (record?.created) {
       // A create that already finished (agent crashed before reporting): never wipe it.
@@ -258,7 +258,7 @@ export class QemuExecutor implements Executor {
 
   async #start(spec: VmSpec, report: StepReporter): Promise<Upstream> {
     const paths = boxPaths(this.#ctx.dataDir, spec.slug);
-    const state = await report.step("check_state", () => this.#state(paths));
+    const state = await this.#state(paths);
     const record = await readJson<BoxRecord>(paths.record);
     if (state === "gone" || !record)
       throw new QemuError("not_found", `box ${spec.slug} has no disks to start from`);
