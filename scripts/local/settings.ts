@@ -11,6 +11,8 @@ export const PORTS = {
   edge: Number(process.env.DOPPIO_UP_EDGE_PORT ?? 8088),
   caddyAdmin: Number(process.env.DOPPIO_UP_CADDY_ADMIN_PORT ?? 2999),
   agent: Number(process.env.DOPPIO_UP_AGENT_PORT ?? 8090),
+  /** Guests' metadata service (Git credentials), on loopback: QEMU user mode maps the gateway there. */
+  metadata: Number(process.env.DOPPIO_UP_METADATA_PORT ?? 8169),
 };
 
 /** `*.localhost` resolves to loopback in browsers, so box URLs open on this machine. */

@@ -97,11 +97,15 @@ function agentConfig(secrets: Secrets): string {
     publicScheme: "http",
     publicPort: PORTS.edge,
     backend: "qemu",
+    // minimal is built below; code and frappe are built on request (dashboard: Servers,
+    // or POST /api/v1/servers/local/images), which also builds their golden snapshots.
+    templates: [{ name: "minimal" }, { name: "code" }, { name: "frappe" }],
     // User-mode networking: the VMs reach nothing on the host's networks and the edge
     // reaches them through loopback port forwards (no bridge, no private addresses).
     networkMode: "user",
     caddyAdminUrl: `http://127.0.0.1:${PORTS.caddyAdmin}`,
     listen: `127.0.0.1:${PORTS.agent}`,
+    metadata: { port: PORTS.metadata },
     apiToken: secrets.agentApiToken,
     reconcileIntervalMs: 10_000,
     heartbeatIntervalMs: 5_000,

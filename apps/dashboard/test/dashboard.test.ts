@@ -135,6 +135,14 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     expect(text).toContain("minimal: ready");
     expect(text).toContain("agent test");
     await screenshot("servers");
+
+    // Building an image queues a build_image job for that server and template.
+    await card.getByRole("button", { name: "Build the minimal image on fc-test" }).click();
+    await card.getByRole("status").filter({ hasText: "Build queued" }).waitFor();
+    const job = await agent.claim();
+    expect(job).toMatchObject({ action: "build_image", payload: { template: "minimal" } });
+    await agent.started(job);
+    await agent.succeed(job);
   });
 
   it("creates a box and shows each step as the agent runs it, then running", async () => {

@@ -76,6 +76,7 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
     process.env.DOPPIO_UP_EDGE_PORT = String(await freePort());
     process.env.DOPPIO_UP_CADDY_ADMIN_PORT = String(await freePort());
     process.env.DOPPIO_UP_AGENT_PORT = String(await freePort());
+    process.env.DOPPIO_UP_METADATA_PORT = String(await freePort());
     settings = await import("../../../scripts/local/settings.ts");
     stack = await import("../../../scripts/local/stack.ts");
     await stack.startLocalStack();
@@ -109,6 +110,11 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
     await screenshot("creating");
     await page.locator('.page-head [data-status="running"]').waitFor({ timeout: 120_000 });
     await screenshot("running");
+    // The box log shows the real guest's serial console as it came up.
+    await expect
+      .poll(() => page.locator(".xterm-rows").textContent(), { timeout: 30_000 })
+      .toMatch(/DOPPIO-READY \d+/);
+    await screenshot("box-log");
 
     // The site URL, through Caddy and the agent's edge, answers with the box's own slug.
     const siteHref = await page.getByRole("link", { name: "Open Site" }).getAttribute("href");

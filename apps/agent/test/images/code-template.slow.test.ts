@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildImage } from "../../src/images/builder.ts";
 import { ImageStore } from "../../src/images/store.ts";
 import { findTemplate } from "../../src/images/templates.ts";
+import { splitSerialLines } from "../../src/logs/serial-lines.ts";
 import type { Upstream, VmSpec } from "../../src/vmm/executor.ts";
 import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
 import { boxPaths } from "../../src/vmm/qemu/layout.ts";
@@ -210,7 +211,10 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
       if (!text.includes(`/nonexistent-${spec.slug}`)) await new Promise((r) => setTimeout(r, 250));
     }
     expect(text).toContain("DOPPIO-READY 1");
-    expect(text).toMatch(new RegExp(`\\[svc code-server\\] .*nonexistent-${spec.slug}`));
+    // What the agent's log shipper makes of it: the request's line, from code-server.
+    const { lines } = splitSerialLines(Buffer.from(text, "utf8"), 0, false);
+    const logged = lines.find((l) => l.text.includes(`/nonexistent-${spec.slug}`));
+    expect(logged?.source).toBe("code-server");
   });
 
   it("cold-boots a box from the same image (measured beside the golden restore)", async () => {

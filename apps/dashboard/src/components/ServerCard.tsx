@@ -1,5 +1,6 @@
 import type { Server } from "@doppio/contracts";
 import { formatAge } from "../lib/time.ts";
+import { BuildImageButton } from "./BuildImageButton.tsx";
 import { UsageBar } from "./UsageBar.tsx";
 
 /** Heartbeats come every few seconds; a minute of silence means the agent is not talking to us. */
@@ -40,11 +41,14 @@ export function ServerCard({ server, now }: { server: Server; now: number }) {
       {golden.length === 0 ? (
         <p className="muted small">None reported yet.</p>
       ) : (
-        <ul className="chips">
+        <ul className="golden-list">
           {golden.map(([template, g]) => (
-            <li key={template} className={`chip chip-${g.status}`}>
-              {template}: {g.status}
-              {g.version ? ` (v${g.version})` : ""}
+            <li key={template} data-template={template}>
+              <span className={`chip chip-${g.status}`}>
+                {template}: {g.status}
+                {g.version ? ` (v${g.version})` : ""}
+              </span>
+              <BuildImageButton server={server.name} template={template} />
             </li>
           ))}
         </ul>
