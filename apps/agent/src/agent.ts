@@ -152,6 +152,7 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
     report: logOnlyReporter(clock, metrics, log.child({ loop: "reconcile" })),
     expected: () => heartbeat.expected?.map((b) => b.slug) ?? null,
     edge: d.edge?.keeper ?? null,
+    intervalMs: config.reconcileIntervalMs,
   });
 
   const enqueueGoldenBuild = (template: string): string => {
@@ -218,7 +219,7 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
       deliverer.start();
       heartbeat.start();
       logShipper?.start();
-      reconciler.start(config.reconcileIntervalMs);
+      reconciler.start();
       claims.start();
       if (opts.listen === false) return null;
       const i = config.listen.lastIndexOf(":");

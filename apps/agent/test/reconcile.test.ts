@@ -102,6 +102,7 @@ describe("reconcile", () => {
       log: a.agent.api.log as never,
       report: logOnlyReporter({ now: () => new Date() }, a.agent.metrics, a.agent.api.log as never),
       expected: () => null,
+      intervalMs: 60_000,
       edge: {
         ensureConfig: async () => {
           calls++;

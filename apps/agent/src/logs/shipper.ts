@@ -1,8 +1,9 @@
 import { open, stat } from "node:fs/promises";
 import { LOG_BATCH_MAX, type LogBatch, type LogBatchAck } from "@doppio/contracts";
 import type { Logger } from "pino";
-import { backoffMs, Wakeup } from "../clock.ts";
+import { backoffMs } from "../clock.ts";
 import { rejectedStatus } from "../control-plane.ts";
+import { BackgroundLoop } from "../loops/background-loop.ts";
 import { splitSerialLines } from "./serial-lines.ts";
 
 /** Bytes read from one serial log per round: bounds a batch (and memory) when a box floods. */
@@ -30,27 +31,14 @@ interface Cursor {
  * stopped, so nothing is lost or sent twice across crashes. A file's epoch is its creation
  * time, so a re-created file starts over (QEMU and Firecracker only ever append to it).
  */
-export class LogShipper {
+export class LogShipper extends BackgroundLoop {
   readonly #cursors = new Map<string, Cursor>();
-  readonly #wakeup = new Wakeup();
-  #abort = new AbortController();
-  #loop: Promise<void> | null = null;
-  #failures = 0;
 
   constructor(
     private readonly d: LogShipperDeps,
     private readonly intervalMs = 250,
-  ) {}
-
-  start(): void {
-    this.#abort = new AbortController();
-    this.#loop ??= this.#run(this.#abort.signal);
-  }
-
-  async stop(): Promise<void> {
-    this.#abort.abort();
-    await this.#loop;
-    this.#loop = null;
+  ) {
+    super();
   }
 
   /** One pass over every box; returns the lines shipped. Throws if the control plane is unreachable. */
@@ -76,7 +64,7 @@ export class LogShipper {
       cur = { epoch: ack.epoch, offset: ack.offset };
     }
     let shipped = 0;
-    while (cur.offset < st.size && !this.#abort.signal.aborted) {
+    while (cur.offset < st.size && !this.stopping) {
       const { lines, end } = await readLines(path, cur.offset, Math.min(READ_MAX, st.size - cur.offset));
       if (end === cur.offset) break; // only a partial line so far
       const batch = lines.slice(0, LOG_BATCH_MAX);
@@ -121,22 +109,15 @@ export class LogShipper {
     }
   }
 
-  async #run(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      let wait = this.intervalMs;
-      try {
-        await this.shipOnce();
-        this.#failures = 0;
-      } catch (err) {
-        this.#failures++;
-        wait = Math.max(this.intervalMs, backoffMs(this.#failures));
-        this.d.log[this.#failures === 1 ? "warn" : "debug"](
-          { err, failures: this.#failures },
-          "shipping box logs failed",
-        );
-      }
-      await this.#wakeup.wait(wait, signal);
-    }
+  protected run(signal: AbortSignal): Promise<void> {
+    return this.repeat(signal, {
+      intervalMs: this.intervalMs,
+      // A control plane that is down is asked again with backoff, not four times a second.
+      retryMs: (failures) => Math.max(this.intervalMs, backoffMs(failures)),
+      pass: () => this.shipOnce(),
+      failed: (err, failures) =>
+        this.d.log[failures === 1 ? "warn" : "debug"]({ err, failures }, "shipping box logs failed"),
+    });
   }
 }
 

@@ -3,16 +3,14 @@ import { backoffMs, type Clock, sleep } from "../clock.ts";
 import type { ControlPlane } from "../control-plane.ts";
 import type { JobRunner } from "../jobs/runner.ts";
 import type { JobStore } from "../store/jobs.ts";
+import { BackgroundLoop } from "./background-loop.ts";
 
 /**
  * Long-polls for jobs while there are free slots. Each claimed job is written to SQLite
  * before anything runs (idempotent on id, so a job handed out twice runs once), acknowledged
  * with a `started` event through the outbox, then queued.
  */
-export class ClaimLoop {
-  #abort = new AbortController();
-  #loop: Promise<void> | null = null;
-
+export class ClaimLoop extends BackgroundLoop {
   constructor(
     private readonly d: {
       cp: ControlPlane;
@@ -24,17 +22,8 @@ export class ClaimLoop {
       /** Wakes the deliverer after acknowledgements are stored. */
       onAck?: () => void;
     },
-  ) {}
-
-  start(): void {
-    this.#abort = new AbortController();
-    this.#loop ??= this.#run(this.#abort.signal);
-  }
-
-  async stop(): Promise<void> {
-    this.#abort.abort();
-    await this.#loop;
-    this.#loop = null;
+  ) {
+    super();
   }
 
   /** One claim; returns how many new jobs were queued. */
@@ -67,7 +56,7 @@ export class ClaimLoop {
     return queued;
   }
 
-  async #run(signal: AbortSignal): Promise<void> {
+  protected async run(signal: AbortSignal): Promise<void> {
     let failures = 0;
     while (!signal.aborted) {
       await this.d.runner.waitForSlot(signal);

@@ -1,8 +1,9 @@
 import type { Logger } from "pino";
-import { backoffMs, type Clock, Wakeup } from "../clock.ts";
+import { backoffMs, type Clock } from "../clock.ts";
 import { type ControlPlane, rejectedStatus } from "../control-plane.ts";
 import type { Metrics } from "../metrics.ts";
 import type { JobStore } from "../store/jobs.ts";
+import { BackgroundLoop } from "./background-loop.ts";
 
 const BATCH = 500; // JobEventsRequest max
 const IDLE_RECHECK_MS = 5_000;
@@ -14,30 +15,14 @@ const IDLE_RECHECK_MS = 5_000;
  * the control plane, or a body it will never take) or a job the control plane has closed
  * would otherwise be retried forever: those rows are set aside and logged.
  */
-export class Deliverer {
-  readonly #wakeup = new Wakeup();
+export class Deliverer extends BackgroundLoop {
   readonly #failures = new Map<string, number>();
   readonly #notBefore = new Map<string, number>();
-  #loop: Promise<void> | null = null;
-  #abort = new AbortController();
 
   constructor(
     private readonly d: { store: JobStore; cp: ControlPlane; clock: Clock; log: Logger; metrics: Metrics },
-  ) {}
-
-  wake(): void {
-    this.#wakeup.wake();
-  }
-
-  start(): void {
-    this.#abort = new AbortController();
-    this.#loop ??= this.#run(this.#abort.signal);
-  }
-
-  async stop(): Promise<void> {
-    this.#abort.abort();
-    await this.#loop;
-    this.#loop = null;
+  ) {
+    super();
   }
 
   /** One pass over every job with undelivered events; returns how many rows were confirmed. */
@@ -95,7 +80,7 @@ export class Deliverer {
     }
   }
 
-  async #run(signal: AbortSignal): Promise<void> {
+  protected async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       let confirmed = 0;
       try {
@@ -111,7 +96,7 @@ export class Deliverer {
       const backlog = this.d.store.backlog();
       // With rows waiting and none backing off, go again at once; else sleep until the earliest retry.
       const wait = backlog > 0 && this.#notBefore.size === 0 ? (confirmed > 0 ? 0 : 200) : next;
-      await this.#wakeup.wait(wait, signal);
+      await this.wakeup.wait(wait, signal);
     }
   }
 }

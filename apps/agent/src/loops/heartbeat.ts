@@ -2,7 +2,7 @@ import { statfs } from "node:fs/promises";
 import os from "node:os";
 import type { Heartbeat, HeartbeatResponse } from "@doppio/contracts";
 import type { Logger } from "pino";
-import { backoffMs, Wakeup } from "../clock.ts";
+import { backoffMs } from "../clock.ts";
 import type { AgentConfig } from "../config.ts";
 import type { ControlPlane } from "../control-plane.ts";
 import { goldenStatus } from "../images/golden-status.ts";
@@ -10,6 +10,7 @@ import type { ImageStore } from "../images/store.ts";
 import type { IpPool } from "../store/ip-pool.ts";
 import type { JobStore } from "../store/jobs.ts";
 import type { Executor } from "../vmm/executor.ts";
+import { BackgroundLoop } from "./background-loop.ts";
 
 export const AGENT_VERSION = "0.1.0";
 
@@ -61,11 +62,7 @@ async function measuredCapacity(dataDir: string): Promise<Heartbeat["capacity"]>
 }
 
 /** Sends a heartbeat every interval (and on wake), remembering what the control plane expects. */
-export class HeartbeatLoop {
-  readonly #wakeup = new Wakeup();
-  #abort = new AbortController();
-  #loop: Promise<void> | null = null;
-  #failures = 0;
+export class HeartbeatLoop extends BackgroundLoop {
   /** Boxes the control plane placed on this host, from the last answer (null before the first). */
   expected: HeartbeatResponse["boxes"] | null = null;
   lastOkAt: Date | null = null;
@@ -73,7 +70,9 @@ export class HeartbeatLoop {
   constructor(
     private readonly d: HeartbeatDeps,
     private readonly intervalMs: number,
-  ) {}
+  ) {
+    super();
+  }
 
   async beatOnce(): Promise<HeartbeatResponse> {
     const res = await this.d.cp.heartbeat(await buildHeartbeat(this.d));
@@ -84,36 +83,14 @@ export class HeartbeatLoop {
     return res;
   }
 
-  wake(): void {
-    this.#wakeup.wake();
-  }
-
-  start(): void {
-    this.#abort = new AbortController();
-    this.#loop ??= this.#run(this.#abort.signal);
-  }
-
-  async stop(): Promise<void> {
-    this.#abort.abort();
-    await this.#loop;
-    this.#loop = null;
-  }
-
-  async #run(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      let wait = this.intervalMs;
-      try {
-        await this.beatOnce();
-        this.#failures = 0;
-      } catch (err) {
-        this.#failures++;
-        wait = Math.min(this.intervalMs, backoffMs(this.#failures));
-        this.d.log[this.#failures === 1 ? "warn" : "debug"](
-          { err, failures: this.#failures },
-          "heartbeat failed",
-        );
-      }
-      await this.#wakeup.wait(wait, signal);
-    }
+  protected run(signal: AbortSignal): Promise<void> {
+    return this.repeat(signal, {
+      intervalMs: this.intervalMs,
+      // After a failure, try again sooner than the interval: the control plane wants to know.
+      retryMs: (failures) => Math.min(this.intervalMs, backoffMs(failures)),
+      pass: () => this.beatOnce(),
+      failed: (err, failures) =>
+        this.d.log[failures === 1 ? "warn" : "debug"]({ err, failures }, "heartbeat failed"),
+    });
   }
 }

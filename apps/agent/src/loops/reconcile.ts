@@ -1,12 +1,12 @@
 import type { VmState } from "@doppio/contracts";
 import type { Logger } from "pino";
-import { Wakeup } from "../clock.ts";
 import { publishRunning, publishStopped, vmSpec } from "../jobs/handlers/common.ts";
 import type { HandlerDeps } from "../jobs/registry.ts";
 import type { JobRunner } from "../jobs/runner.ts";
 import type { Metrics } from "../metrics.ts";
 import { tapNameForIp } from "../net/naming.ts";
 import type { StepReporter } from "../vmm/executor.ts";
+import { BackgroundLoop } from "./background-loop.ts";
 
 export type ReconcileAction =
   | { kind: "restarted"; slug: string }
@@ -46,6 +46,8 @@ export interface ReconcileDeps {
   expected: () => string[] | null;
   /** Keeps Caddy on the agent's config (edge helper's EdgeConfigKeeper); absent without an edge. */
   edge: { ensureConfig(): Promise<"unchanged" | "loaded"> } | null;
+  /** Time between passes when nothing wakes the loop. */
+  intervalMs: number;
 }
 
 /**
@@ -53,13 +55,12 @@ export interface ReconcileDeps {
  * VMs, addresses and TAPs that belong to no box go away; Caddy carries our config. Each
  * correction is one small idempotent action, and per-box work joins the box's job queue.
  */
-export class Reconciler {
-  readonly #wakeup = new Wakeup();
-  #abort = new AbortController();
-  #loop: Promise<void> | null = null;
+export class Reconciler extends BackgroundLoop {
   #inflight: Promise<ReconcileAction[]> | null = null;
 
-  constructor(private readonly d: ReconcileDeps) {}
+  constructor(private readonly d: ReconcileDeps) {
+    super();
+  }
 
   /** Runs one pass (concurrent callers share it). */
   reconcileOnce(): Promise<ReconcileAction[]> {
@@ -69,29 +70,17 @@ export class Reconciler {
     return this.#inflight;
   }
 
-  start(intervalMs: number): void {
-    this.#abort = new AbortController();
-    const signal = this.#abort.signal;
-    this.#loop ??= (async () => {
-      while (!signal.aborted) {
-        try {
-          await this.reconcileOnce();
-        } catch (err) {
-          this.d.log.error({ err }, "reconcile pass failed");
-        }
-        await this.#wakeup.wait(intervalMs, signal);
-      }
-    })();
+  protected run(signal: AbortSignal): Promise<void> {
+    return this.repeat(signal, {
+      intervalMs: this.d.intervalMs,
+      retryMs: () => this.d.intervalMs,
+      pass: () => this.reconcileOnce(),
+      failed: (err) => this.d.log.error({ err }, "reconcile pass failed"),
+    });
   }
 
-  wake(): void {
-    this.#wakeup.wake();
-  }
-
-  async stop(): Promise<void> {
-    this.#abort.abort();
-    await this.#loop;
-    this.#loop = null;
+  override async stop(): Promise<void> {
+    await super.stop();
     await this.#inflight;
   }
 

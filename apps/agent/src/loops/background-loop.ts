@@ -1,0 +1,61 @@
+import { Wakeup } from "../clock.ts";
+
+/**
+ * Start/stop plumbing shared by the agent's background loops: `run` gets a signal that
+ * aborts on stop(), stop() waits for the pass in progress, wake() cuts the current wait
+ * short. Subclasses write only their pass and their pacing.
+ */
+export abstract class BackgroundLoop {
+  protected readonly wakeup = new Wakeup();
+  #abort = new AbortController();
+  #loop: Promise<void> | null = null;
+
+  start(): void {
+    this.#abort = new AbortController();
+    this.#loop ??= this.run(this.#abort.signal);
+  }
+
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    await this.#loop;
+    this.#loop = null;
+  }
+
+  wake(): void {
+    this.wakeup.wake();
+  }
+
+  protected get stopping(): boolean {
+    return this.#abort.signal.aborted;
+  }
+
+  protected abstract run(signal: AbortSignal): Promise<void>;
+
+  /**
+   * Runs `pass` every `intervalMs` until stopped; after a failure waits `retryMs(failures)`
+   * instead and reports it (warn on the first of a run of failures, debug after).
+   */
+  protected async repeat(
+    signal: AbortSignal,
+    o: {
+      intervalMs: number;
+      retryMs: (failures: number) => number;
+      pass: () => Promise<unknown>;
+      failed: (err: unknown, failures: number) => void;
+    },
+  ): Promise<void> {
+    let failures = 0;
+    while (!signal.aborted) {
+      let wait = o.intervalMs;
+      try {
+        await o.pass();
+        failures = 0;
+      } catch (err) {
+        failures++;
+        wait = o.retryMs(failures);
+        o.failed(err, failures);
+      }
+      await this.wakeup.wait(wait, signal);
+    }
+  }
+}
