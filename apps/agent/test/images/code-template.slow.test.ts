@@ -168,6 +168,28 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
     expect(keys[0]).not.toBe(keys[1]);
   });
 
+  it("gives each clone the secrets and metadata-service token from its own metadata", async () => {
+    const seen: string[] = [];
+    for (const { spec, up } of boxes) {
+      const read = async (file: string) => {
+        const res = await fetch(`http://${up(8888)}/vscode-remote-resource?path=${file}`);
+        expect(res.status).toBe(200);
+        return res.text();
+      };
+      const s = spec.metadata.secrets;
+      const secrets = await read("/run/doppio/secrets");
+      expect(secrets).toContain(`DOPPIO_DB_PASSWORD=${s.db_password}\n`);
+      expect(secrets).toContain(`DOPPIO_ENCRYPTION_KEY=${s.encryption_key}\n`);
+      expect(secrets).toContain(`DOPPIO_ADMIN_PASSWORD=${s.admin_password}\n`);
+      // What git-credential-doppio reads: this boot's metadata URL and bearer.
+      expect(await read("/run/doppio/metadata")).toBe(
+        `url=${spec.metadata.metadata_url}\ntoken=${s.metadata_token}\n`,
+      );
+      seen.push(secrets);
+    }
+    expect(seen[0]).not.toBe(seen[1]);
+  });
+
   it.skipIf(!existsSync(CHROMIUM))(
     "puts a file created in code-server's explorer on the box's data volume",
     async () => {
