@@ -5,6 +5,7 @@ import { backoffMs } from "../clock.ts";
 import { rejectedStatus } from "../control-plane.ts";
 import { BackgroundLoop } from "../loops/background-loop.ts";
 import { splitSerialLines } from "./serial-lines.ts";
+import { ChangeWatchers } from "./watchers.ts";
 
 /** Bytes read from one serial log per round: bounds a batch (and memory) when a box floods. */
 export const READ_MAX = 256 * 1024;
@@ -30,15 +31,27 @@ interface Cursor {
  * a box seen for the first time (or after an agent restart) starts where the control plane
  * stopped, so nothing is lost or sent twice across crashes. A file's epoch is its creation
  * time, so a re-created file starts over (QEMU and Firecracker only ever append to it).
+ * A write to a followed file wakes the loop at once (inotify); the poll interval is the
+ * fallback for files that appear between passes.
  */
 export class LogShipper extends BackgroundLoop {
   readonly #cursors = new Map<string, Cursor>();
+  readonly #watchers: ChangeWatchers | null;
+  readonly #intervalMs: number;
 
   constructor(
     private readonly d: LogShipperDeps,
-    private readonly intervalMs = 250,
+    /** `watch: false` polls only (filesystems without inotify; the latency bench's baseline). */
+    opts: { intervalMs?: number; watch?: boolean } = {},
   ) {
     super();
+    this.#intervalMs = opts.intervalMs ?? 250;
+    this.#watchers = opts.watch === false ? null : new ChangeWatchers(() => this.wake());
+  }
+
+  override async stop(): Promise<void> {
+    await super.stop();
+    this.#watchers?.close();
   }
 
   /** One pass over every box; returns the lines shipped. Throws if the control plane is unreachable. */
@@ -46,10 +59,13 @@ export class LogShipper extends BackgroundLoop {
     let shipped = 0;
     const slugs = this.d.slugs();
     for (const slug of this.#cursors.keys()) if (!slugs.includes(slug)) this.#cursors.delete(slug);
+    const paths = new Map<string, string>();
     for (const slug of slugs) {
       const path = this.d.serialLog(slug);
-      if (path) shipped += await this.#shipBox(slug, path);
+      if (path) paths.set(slug, path);
     }
+    if (!this.stopping) this.#watchers?.sync(paths.values());
+    for (const [slug, path] of paths) shipped += await this.#shipBox(slug, path);
     return shipped;
   }
 
@@ -111,9 +127,9 @@ export class LogShipper extends BackgroundLoop {
 
   protected run(signal: AbortSignal): Promise<void> {
     return this.repeat(signal, {
-      intervalMs: this.intervalMs,
+      intervalMs: this.#intervalMs,
       // A control plane that is down is asked again with backoff, not four times a second.
-      retryMs: (failures) => Math.max(this.intervalMs, backoffMs(failures)),
+      retryMs: (failures) => Math.max(this.#intervalMs, backoffMs(failures)),
       pass: () => this.shipOnce(),
       failed: (err, failures) =>
         this.d.log[failures === 1 ? "warn" : "debug"]({ err, failures }, "shipping box logs failed"),

@@ -131,6 +131,37 @@ describe("log shipping to the real control plane", () => {
     }
   });
 
+  it("ships a write as soon as it happens, not at the next poll (inotify wakes the loop)", async () => {
+    expect((await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "watched" })).status).toBe(202);
+    await waitForBox(cp, "watched", "running");
+    const dir = await mkdtemp(path.join(tmpdir(), "doppio-serial-"));
+    const file = path.join(dir, "watched.log");
+    const http = new HttpControlPlane(cp.url, cp.agentToken, 5_000);
+    await writeFile(file, "first\n");
+    // A poll interval far longer than the wait below: only the watch can deliver in time.
+    const shipper = new LogShipper(
+      {
+        slugs: () => ["watched"],
+        serialLog: () => file,
+        ship: (slug, batch) => http.shipLogs(slug, batch),
+        now: () => new Date(),
+        log,
+      },
+      { intervalMs: 600_000 },
+    );
+    try {
+      shipper.start();
+      await waitFor("the first line", async () => (await texts("watched")).length === 1, 10_000);
+      await appendFile(file, "second\n");
+      await waitFor("the appended line", async () => (await texts("watched")).length === 2, 10_000);
+      expect(await texts("watched")).toEqual(["console: first", "console: second"]);
+    } finally {
+      await shipper.stop();
+      http.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it("skips boxes the control plane does not know", async () => {
     const dir = await mkdtemp(path.join(tmpdir(), "doppio-serial-"));
     const http = new HttpControlPlane(cp.url, cp.agentToken, 5_000);
