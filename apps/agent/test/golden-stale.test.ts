@@ -56,8 +56,8 @@ describe("build_image: a new image stales the golden, and the same job rebuilds 
       const j = await cpJob(id);
       return j.status === "succeeded" || j.status === "failed" ? j : null;
     });
-  const enqueue = async (path: "images" | "golden"): Promise<string> => {
-    const res = await cp.admin.post(`/api/v1/servers/${cp.serverName}/${path}`, { template: "code" });
+  const enqueue = async (path: "images" | "golden", template = "code"): Promise<string> => {
+    const res = await cp.admin.post(`/api/v1/servers/${cp.serverName}/${path}`, { template });
     expect(res.status).toBe(202);
     return res.body.id;
   };
@@ -86,6 +86,7 @@ describe("build_image: a new image stales the golden, and the same job rebuilds 
         templates: [
           { name: "minimal", readyPorts: [8000, 8888], memoryMb: 256 },
           { name: "code", readyPorts: [8888], memoryMb: 1536, vcpu: 2 },
+          { name: "frappe" },
         ],
       },
       fake: { golden: { minimal: "ready", code: "ready" } },
@@ -194,5 +195,24 @@ describe("build_image: a new image stales the golden, and the same job rebuilds 
     expect(golden.result).toMatchObject({ status: "ready", version: "1", imageVersion: current });
     expect(await cpGoldenIs("ready")).toEqual({ status: "ready", version: "1" });
     expect(await store.goldenStale("code")).toBeNull();
+  });
+
+  it("the first image of a template without a golden builds the golden in the same job", async () => {
+    expect((await cp.admin.get(`/api/v1/servers/${cp.serverName}`)).body.golden.frappe).toMatchObject({
+      status: "missing",
+    });
+    writeFileSync(join(repo, "input"), "frappe-one");
+    const job = await finished(await enqueue("images", "frappe"));
+    expect(job.error).toBeNull();
+    const current = (await store.current("frappe"))!.version;
+    expect(job.result).toMatchObject({
+      template: "frappe",
+      goldenRebuilt: true,
+      golden: { status: "ready", imageVersion: current },
+    });
+    await waitFor("the control plane to see frappe ready", async () => {
+      const g = (await cp.admin.get(`/api/v1/servers/${cp.serverName}`)).body.golden.frappe;
+      return g?.status === "ready";
+    });
   });
 });

@@ -59,10 +59,10 @@ export const buildGoldenHandler = defineHandler({
 });
 
 /**
- * build_image: builds the image into the store; when that leaves the golden stale (a new
- * current image), rebuilds the golden from it in the same job, so the host reports the
- * template ready again only once new boxes restore from the new image. Boxes already
- * running keep the golden build their disks back onto.
+ * build_image: builds the image into the store; unless the template's golden is already
+ * ready from that image (a stale, missing or failed one), builds the golden from it in the
+ * same job, so the host offers the template again only once new boxes restore from the new
+ * image. Boxes already running keep the golden build their disks back onto.
  */
 export const buildImageHandler = defineHandler({
   schema: TemplateJobPayload,
@@ -80,8 +80,12 @@ export const buildImageHandler = defineHandler({
     const spec = await templateSpec(deps, p.template, p.templateVersion);
     let golden = await goldenStatus(deps.executor, images, spec.name);
     let goldenRebuilt = false;
-    if (golden.status === "stale") {
-      report.log(`golden snapshot of ${spec.name} is stale; rebuilding it from image ${spec.imageVersion}`);
+    // Stale (older image), missing (first image of the template) or failed: new boxes need a
+    // golden of this image before the host offers the template again.
+    if (golden.status !== "ready") {
+      report.log(
+        `golden snapshot of ${spec.name} is ${golden.status}; building it from image ${spec.imageVersion}`,
+      );
       try {
         await buildGolden(deps, spec, report);
       } catch (err) {
