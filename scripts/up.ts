@@ -17,6 +17,10 @@ async function shutdown(code: number) {
 }
 process.on("SIGINT", () => void shutdown(0));
 process.on("SIGTERM", () => void shutdown(0));
+// A closed terminal, or Ctrl-C on `make up | tee log` (tee dies first): still stop
+// everything, even though nothing can be printed any more.
+process.on("SIGHUP", () => void shutdown(0));
+for (const stream of [process.stdout, process.stderr]) stream.on("error", () => undefined);
 
 try {
   const started = await startLocalStack();
