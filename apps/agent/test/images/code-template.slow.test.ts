@@ -5,7 +5,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import pino from "pino";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,7 +15,7 @@ import { findTemplate } from "../../src/images/templates.ts";
 import { splitSerialLines } from "../../src/logs/serial-lines.ts";
 import type { Upstream, VmSpec } from "../../src/vmm/executor.ts";
 import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
-import { boxPaths } from "../../src/vmm/qemu/layout.ts";
+import { boxPaths, goldenTemplateDir } from "../../src/vmm/qemu/layout.ts";
 import { boxSpec, GOLDEN_NET, qemuUnavailable, RecordingReporter } from "../qemu/support.ts";
 import { freePort, TestCaddy } from "../support/caddy.ts";
 import { BUILD_CACHE_DIR, IMAGE_STORE_DIR, imageBuildUnavailable, REPO } from "./support.ts";
@@ -237,6 +237,14 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
     const { lines } = splitSerialLines(Buffer.from(text, "utf8"), 0, false);
     const logged = lines.find((l) => l.text.includes(`/nonexistent-${spec.slug}`));
     expect(logged?.source).toBe("code-server");
+    // code-server's startup lines belong to the golden build's log (copied to its console
+    // before the snapshot), not replayed into every clone's log after the restore.
+    const pointer = JSON.parse(
+      readFileSync(join(goldenTemplateDir(dataDir, "code"), "current.json"), "utf8"),
+    );
+    const goldenSerial = readFileSync(join(dirname(pointer.manifest), "serial.log"), "utf8");
+    expect(goldenSerial).toMatch(/\[svc code-server\] .*HTTP server listening/);
+    expect(text).not.toContain("HTTP server listening");
   });
 
   it("cold-boots a box from the same image (measured beside the golden restore)", async () => {

@@ -3,6 +3,7 @@ import { chown, mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/
 import path from "node:path";
 import type { Logger } from "pino";
 import type { BoxMetadata, GoldenInfo, HostNetwork, StepReporter, TemplateSpec } from "../executor.ts";
+import { waitSerialQuiet } from "../serial-quiet.ts";
 import { CleanupStack } from "./cleanup.ts";
 import { cloneDisk, createVolume, freezeShared, linkOrClone } from "./disks.ts";
 import { FirecrackerError } from "./errors.ts";
@@ -181,6 +182,7 @@ export async function buildGolden(
       deps.probe.waitForPorts(net.ip, template.readyPorts, cfg.goldenReadyTimeoutMs),
     );
     await report.step("snapshot_vm", async () => {
+      await waitSerialQuiet(path.join(buildDir, "serial.log"));
       await client.patchVm("Paused");
       await client.createSnapshot({
         snapshot_type: "Full",

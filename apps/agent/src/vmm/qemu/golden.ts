@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { macForIp } from "../../net/naming.ts";
 import type { BoxMetadata, StepReporter, TemplateSpec } from "../executor.ts";
+import { waitSerialQuiet } from "../serial-quiet.ts";
 import { qemuArgs } from "./args.ts";
 import type { QemuContext } from "./context.ts";
 import { createOverlay, createSparse } from "./disks.ts";
@@ -105,6 +106,7 @@ export async function buildGoldenSnapshot(
       waitReady(p.serial, 0, GOLDEN_GENERATION, ctx.readyTimeoutMs, () => isVmProcess(livePid, p.dir)),
     );
     await report.step("snapshot_vm", async () => {
+      await waitSerialQuiet(p.serial);
       const q = qmp!;
       await q.execute("migrate-set-parameters", { "max-bandwidth": 8 * 1024 ** 3 });
       await q.execute("stop");
