@@ -2,7 +2,9 @@
  * Issue 7's end-to-end test: the real stack `make up` starts (control plane on PGlite,
  * Caddy, one agent with the QEMU backend building the minimal image and its golden
  * snapshot), driven in Debian's Chromium: sign up, create a box, watch it reach running,
- * open its site and VS Code URLs and see the box's own content, stop, start, delete.
+ * open its site and VS Code URLs and see the box's own content, stop, start, delete; then
+ * the admin builds the `code` template from the Servers page, and in a code box's VS Code
+ * terminal git's credential helper reaches the host's metadata service.
  */
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { request } from "node:http";
@@ -61,6 +63,7 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
   let settings: typeof import("../../../scripts/local/settings.ts");
   let browser: TestBrowser;
   let page: Page;
+  let adminPassword: string;
   let shot = 0;
   const screenshot = (name: string) =>
     page.screenshot({
@@ -79,7 +82,7 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
     process.env.DOPPIO_UP_METADATA_PORT = String(await freePort());
     settings = await import("../../../scripts/local/settings.ts");
     stack = await import("../../../scripts/local/stack.ts");
-    await stack.startLocalStack();
+    adminPassword = (await stack.startLocalStack()).password;
     await rm(SHOTS, { recursive: true, force: true });
     await mkdir(SHOTS, { recursive: true });
     browser = await launchBrowser(settings.API_URL);
@@ -210,4 +213,81 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
       await home.cleanup();
     }
   }, 420_000);
+
+  it("builds the code template from the Servers page; a code box's git asks the host's metadata service", async () => {
+    // The admin builds the `code` image on server `local`: one job builds the image, then
+    // its golden snapshot (the template had none), and the card follows the heartbeats.
+    const admin = await launchBrowser(settings.API_URL);
+    try {
+      const p = admin.page;
+      await p.goto("/dashboard/");
+      await p.getByLabel("Email").fill(settings.ADMIN_EMAIL);
+      await p.getByLabel("Password").fill(adminPassword);
+      await p.getByRole("button", { name: "Log in" }).click();
+      await p.getByRole("link", { name: "Servers" }).click();
+      const card = p.locator('[data-server="local"]');
+      await card.getByText("code: missing").waitFor();
+      await card.getByRole("button", { name: "Build the code image on local" }).click();
+      await card.getByRole("status").filter({ hasText: "Build queued" }).waitFor();
+      await expect
+        .poll(async () => (await (await p.request.get("/api/v1/servers/local")).json()).golden.code?.status, {
+          timeout: 600_000,
+          interval: 2_000,
+        })
+        .toBe("ready");
+      await p.reload();
+      await card.getByText("code: ready").waitFor();
+      await p.screenshot({ path: path.join(SHOTS, `${String(++shot).padStart(2, "0")}-code-built.png`) });
+    } finally {
+      await admin.close();
+    }
+
+    // The user's code box: in its VS Code terminal, git asks git-credential-doppio, which asks
+    // the agent's metadata service with the box's token, which asks the control plane. No
+    // GitHub integration is configured here, so the answer is its "not connected" message.
+    expect(
+      (await page.request.post("/api/v1/boxes", { data: { template: "code", name: "git-box" } })).status(),
+    ).toBe(202);
+    await expect
+      .poll(async () => (await (await page.request.get("/api/v1/boxes/git-box")).json()).status, {
+        timeout: 180_000,
+        interval: 1_000,
+      })
+      .toBe("running");
+    const code = await browser.context.newPage();
+    try {
+      await code.goto(
+        new URL("/api/v1/access/open?host=git-box.code.localhost&next=%2F", settings.API_URL).toString(),
+      );
+      await code.waitForSelector(".explorer-folders-view", { timeout: 180_000 });
+      const out = "/workspace/git-credential.txt";
+      // Read from inside the page: same origin as code-server, with its access cookie.
+      const result = () =>
+        code.evaluate(async (file) => {
+          const r = await fetch(`/vscode-remote-resource?path=${file}`);
+          return r.ok ? r.text() : "";
+        }, out);
+      const command = `printf 'protocol=https\\nhost=github.com\\n\\n' | GIT_TERMINAL_PROMPT=0 git credential fill > ${out} 2>&1; echo rc=$? >> ${out}`;
+      // The terminal takes keys once its shell is up; type again if nothing was written.
+      for (let i = 0; i < 5 && !(await result()).includes("rc="); i++) {
+        await code.keyboard.press("Control+Backquote");
+        await code.locator(".terminal-wrapper .xterm").first().waitFor({ timeout: 60_000 });
+        await code.locator(".terminal-wrapper .xterm").first().click();
+        await code.keyboard.type(`${command}\n`, { delay: 10 });
+        await expect
+          .poll(result, { timeout: 20_000, interval: 1_000 })
+          .toContain("rc=")
+          .catch(() => undefined);
+      }
+      const text = await result();
+      expect(text).toContain(
+        "git-credential-doppio: GitHub is not connected for this box's owner; git will prompt",
+      );
+      expect(text).toContain("rc=128");
+      await code.screenshot({ path: path.join(SHOTS, `${String(++shot).padStart(2, "0")}-code-git.png`) });
+    } finally {
+      await code.close();
+    }
+    expect((await page.request.delete("/api/v1/boxes/git-box")).status()).toBe(202);
+  }, 900_000);
 });
