@@ -1,4 +1,4 @@
-import { Box, CreateBoxRequest, Job, slugProblem, Template, UpdateBoxRequest } from "@doppio/contracts";
+import { Box, CreateBoxRequest, Job, Template, UpdateBoxRequest } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { Ctx } from "../context.ts";
@@ -21,10 +21,6 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       const row = await loadBoxView(ctx, boxId);
       if (!row) throw notFound("box");
       return { box: toBox(row.box, row.server), serverName: row.server?.name ?? "" };
-    };
-    const lookup = async (req: { principal?: import("../services/users.ts").Principal }, slug: string) => {
-      if (slugProblem(slug)) throw notFound(`box "${slug}"`);
-      return findBox(ctx, req.principal!, slug);
     };
 
     app.get(
@@ -58,7 +54,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.get(
       "/boxes/:slug",
       { onRequest: user, schema: { tags: ["boxes"], params: SlugParams, response: { 200: Box } } },
-      async (req) => (await view((await lookup(req, req.params.slug)).id)).box,
+      async (req) => (await view((await findBox(ctx, req.principal!, req.params.slug)).id)).box,
     );
 
     app.patch(
@@ -68,45 +64,36 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
         schema: { tags: ["boxes"], params: SlugParams, body: UpdateBoxRequest, response: { 200: Box } },
       },
       async (req) => {
-        const box = await lookup(req, req.params.slug);
+        const box = await findBox(ctx, req.principal!, req.params.slug);
         await updateBoxEnv(ctx, req.principal!, box.slug, req.body.env);
         return (await view(box.id)).box;
       },
     );
 
-    for (const action of ["start", "stop", "reset"] as const) {
-      app.post(
-        `/boxes/:slug/${action}`,
-        {
-          onRequest: user,
-          schema: { tags: ["boxes"], params: SlugParams, response: { 202: BoxWithJob, 200: BoxWithJob } },
-        },
-        async (req, reply) => {
-          const box = await lookup(req, req.params.slug);
+    // start/stop/reset are POSTs on the box; delete is DELETE of it. Same answer for each:
+    // 202 with the queued job, or 200 with the identical job already in flight.
+    const actions = [
+      ["POST", "/boxes/:slug/start", "start"],
+      ["POST", "/boxes/:slug/stop", "stop"],
+      ["POST", "/boxes/:slug/reset", "reset"],
+      ["DELETE", "/boxes/:slug", "delete"],
+    ] as const;
+    for (const [method, url, action] of actions) {
+      app.route({
+        method,
+        url,
+        onRequest: user,
+        schema: { tags: ["boxes"], params: SlugParams, response: { 202: BoxWithJob, 200: BoxWithJob } },
+        handler: async (req, reply) => {
+          const box = await findBox(ctx, req.principal!, req.params.slug);
           const result = await performAction(ctx, req.principal!, box.slug, action);
           const v = await view(box.id);
           return reply
             .code(result.deduplicated ? 200 : 202)
             .send({ box: v.box, job: toJob(result.job, box.slug, v.serverName) });
         },
-      );
+      });
     }
-
-    app.delete(
-      "/boxes/:slug",
-      {
-        onRequest: user,
-        schema: { tags: ["boxes"], params: SlugParams, response: { 202: BoxWithJob, 200: BoxWithJob } },
-      },
-      async (req, reply) => {
-        const box = await lookup(req, req.params.slug);
-        const result = await performAction(ctx, req.principal!, box.slug, "delete");
-        const v = await view(box.id);
-        return reply
-          .code(result.deduplicated ? 200 : 202)
-          .send({ box: v.box, job: toJob(result.job, box.slug, v.serverName) });
-      },
-    );
 
     app.get(
       "/boxes/:slug/jobs",
@@ -115,7 +102,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
         schema: { tags: ["boxes"], params: SlugParams, response: { 200: z.object({ jobs: z.array(Job) }) } },
       },
       async (req) => {
-        const box = await lookup(req, req.params.slug);
+        const box = await findBox(ctx, req.principal!, req.params.slug);
         const v = await view(box.id);
         return { jobs: (await listBoxJobs(ctx, box.id)).map((j) => toJob(j, box.slug, v.serverName)) };
       },

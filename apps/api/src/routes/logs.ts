@@ -1,8 +1,7 @@
-import { LogBatch, LogBatchAck, type LogLine, LogsPage, LogsQuery, slugProblem } from "@doppio/contracts";
+import { LogBatch, LogBatchAck, type LogLine, LogsPage, LogsQuery } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { Ctx } from "../context.ts";
-import { notFound } from "../errors.ts";
 import { requireAgent, requireUser } from "../http/auth.ts";
 import { openSse, sseEvent } from "../http/sse.ts";
 import { findBox } from "../services/boxes.ts";
@@ -18,18 +17,13 @@ const BATCH_BODY_LIMIT = 2 * 1024 * 1024;
 export function logRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const user = requireUser(ctx);
   return async (app) => {
-    const lookup = (teamBox: { principal?: import("../services/users.ts").Principal }, slug: string) => {
-      if (slugProblem(slug)) throw notFound(`box "${slug}"`);
-      return findBox(ctx, teamBox.principal!, slug);
-    };
-
     app.get(
       "/boxes/:slug/logs",
       {
         onRequest: user,
         schema: { tags: ["logs"], params: SlugParams, querystring: LogsQuery, response: { 200: LogsPage } },
       },
-      async (req) => readLogs(ctx, (await lookup(req, req.params.slug)).id, req.query),
+      async (req) => readLogs(ctx, (await findBox(ctx, req.principal!, req.params.slug)).id, req.query),
     );
 
     // `lines` events ({lines}) with the last line's seq as the event id, so an EventSource
@@ -38,7 +32,7 @@ export function logRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       "/boxes/:slug/logs/stream",
       { onRequest: user, schema: { tags: ["logs"], params: SlugParams, querystring: LogsQuery } },
       async (req, reply) => {
-        const box = await lookup(req, req.params.slug);
+        const box = await findBox(ctx, req.principal!, req.params.slug);
         const lastEventId = Number(req.headers["last-event-id"]);
         const q =
           Number.isSafeInteger(lastEventId) && lastEventId >= 0

@@ -1,11 +1,12 @@
 import { createPublicKey } from "node:crypto";
 import { generateEd25519, mint, privateKeyFromPem, type SigningKey } from "@doppio/access-token";
 import { parseBoxHost } from "@doppio/contracts";
-import { and, eq, isNull } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
 import { boxes, servers, settings } from "../db/schema.ts";
 import { notFound } from "../errors.ts";
+import { liveBoxOnServer } from "./boxes.ts";
 import type { Principal } from "./users.ts";
 
 /** Hand-off tokens are exchanged by the agent for its own cookie at once; keep them short. */
@@ -47,7 +48,7 @@ export async function handoffUrl(ctx: Ctx, p: Principal, host: string, next: str
     const [box] = await ctx.db
       .select({ id: boxes.id, ownerId: boxes.ownerId })
       .from(boxes)
-      .where(and(eq(boxes.slug, parsed.slug), eq(boxes.serverId, server.id), isNull(boxes.deletedAt)));
+      .where(liveBoxOnServer(server.id, parsed.slug));
     if (!box || box.ownerId !== p.userId) break;
     const token = mint(
       ctx.access.privateKey,

@@ -9,6 +9,7 @@ import {
   DESIRED_AFTER,
   generateSlug,
   IN_FLIGHT_STATUS,
+  slugProblem,
 } from "@doppio/contracts";
 import { and, desc, eq, inArray, isNull, ne } from "drizzle-orm";
 import { newId } from "../auth/secrets.ts";
@@ -25,8 +26,13 @@ import { isUniqueViolation, type Principal } from "./users.ts";
 
 type TemplateRow = typeof templates.$inferSelect;
 
+/** Where-clause of the live box `slug` placed on server `serverId` (agent-facing lookups). */
+export const liveBoxOnServer = (serverId: string, slug: string) =>
+  and(eq(boxes.slug, slug), eq(boxes.serverId, serverId), isNull(boxes.deletedAt));
+
 export async function findBox(ctx: Ctx, p: Principal, slug: string): Promise<BoxRow> {
-  // Another team's box and a missing box answer the same: not found.
+  // Another team's box, a missing box and a string that cannot be a slug answer the same.
+  if (slugProblem(slug)) throw notFound(`box "${slug}"`);
   const [row] = await ctx.db
     .select()
     .from(boxes)

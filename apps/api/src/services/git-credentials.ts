@@ -1,10 +1,11 @@
 import { type GitCredential, GitCredential as GitCredentialSchema } from "@doppio/contracts";
-import { and, eq, isNull } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { boxes, users } from "../db/schema.ts";
 import { AppError, notFound } from "../errors.ts";
 import { audit } from "./audit.ts";
 import type { BoxRow } from "./box-view.ts";
+import { liveBoxOnServer } from "./boxes.ts";
 
 export type UserRow = typeof users.$inferSelect;
 
@@ -33,7 +34,7 @@ export async function issueGitCredential(ctx: Ctx, serverId: string, slug: strin
     .select({ box: boxes, owner: users })
     .from(boxes)
     .innerJoin(users, eq(users.id, boxes.ownerId))
-    .where(and(eq(boxes.slug, slug), eq(boxes.serverId, serverId), isNull(boxes.deletedAt)));
+    .where(liveBoxOnServer(serverId, slug));
   if (!row) throw notFound(`box "${slug}"`);
   const issued = await ctx.gitCredentials.issue({ box: row.box, owner: row.owner });
   if (!issued) {

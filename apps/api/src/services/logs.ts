@@ -1,8 +1,9 @@
 import type { LogBatch, LogBatchAck, LogLine, LogsPage, LogsQuery } from "@doppio/contracts";
-import { and, asc, desc, eq, gt, isNull, lte, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, lte, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { boxes, boxLogCursors, boxLogs } from "../db/schema.ts";
 import { notFound } from "../errors.ts";
+import { liveBoxOnServer } from "./boxes.ts";
 import type { ServerRow } from "./servers.ts";
 
 /** Lines kept per box: enough for a session's bench output, bounded for the database. */
@@ -28,10 +29,7 @@ export async function appendLogs(
   slug: string,
   batch: LogBatch,
 ): Promise<LogBatchAck> {
-  const [box] = await ctx.db
-    .select({ id: boxes.id })
-    .from(boxes)
-    .where(and(eq(boxes.slug, slug), eq(boxes.serverId, server.id), isNull(boxes.deletedAt)));
+  const [box] = await ctx.db.select({ id: boxes.id }).from(boxes).where(liveBoxOnServer(server.id, slug));
   if (!box) throw notFound(`box "${slug}"`);
   const now = ctx.clock.now();
   const result = await ctx.db.transaction(async (tx) => {
