@@ -16,30 +16,6 @@ customize() {
   local rfs=$1
   [[ $NODE_VERSION == v20.* ]] || { echo "code template needs Node 20 on the host (found $NODE_VERSION)" >&2; return 1; }
   install -m 0755 "$NODE_BIN" "$rfs/usr/local/bin/node"
-  local stage=$cache/code-server-$CODE_SERVER_VERSION
-  "$repo/images/code/stage-code-server.sh" "$stage" "$CODE_SERVER_VERSION"
-  mkdir -p "$rfs/usr/local/lib/code-server"
-  cp -a "$stage/node_modules" "$rfs/usr/local/lib/code-server/"
-  # code-server's parent gives its child 10 s to say hello; a guest under TCG (no KVM),
-  # starting next to other guests, can take longer, and every miss restarts it from zero.
-  local wrapper=$rfs/usr/local/lib/code-server/node_modules/code-server/out/node/wrapper.js
-  grep -q '^const timeoutInterval = 10000;' "$wrapper" || { echo "code-server wrapper changed: review the timeout patch" >&2; return 1; }
-  sed -i 's/^const timeoutInterval = 10000;/const timeoutInterval = 120000;/' "$wrapper"
-  cat > "$rfs/usr/local/bin/code-server" <<'SH'
-#!/bin/sh
-exec /usr/local/bin/node /usr/local/lib/code-server/node_modules/code-server/out/node/entry.js "$@"
-SH
-  chmod 0755 "$rfs/usr/local/bin/code-server"
+  install_code_server "$rfs" /root "$CODE_SERVER_VERSION"
   ln -sfn /data/workspace "$rfs/workspace"
-
-  # The extension is installed by the image's own code-server, inside the rootfs, so the
-  # recorded extension paths are the guest's.
-  "$repo/extensions/doppio-devbox/pack.sh" "$rfs/tmp/doppio-devbox.vsix"
-  mount --bind /dev "$rfs/dev"
-  mount -t proc proc "$rfs/proc"
-  HOME=/root chroot "$rfs" /usr/local/bin/code-server --install-extension /tmp/doppio-devbox.vsix
-  release_chroot "$rfs"
-  rm -f "$rfs/tmp/doppio-devbox.vsix"
-  ls "$rfs/root/.local/share/code-server/extensions" | grep -q '^doppiobox\.doppio-devbox-' ||
-    { echo "extension not installed into code-server" >&2; return 1; }
 }

@@ -37,6 +37,8 @@ DEFAULT_SIZE=2G
 # shellcheck source=/dev/null
 . "$common/chroot.sh"
 # shellcheck source=/dev/null
+. "$common/code-server.sh"
+# shellcheck source=/dev/null
 . "$src/recipe.sh"
 size=${size:-$DEFAULT_SIZE}
 [[ $size =~ ^[0-9]+[MG]$ ]] || { echo "bad size: $size" >&2; exit 2; }

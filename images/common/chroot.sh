@@ -18,3 +18,15 @@ release_chroot() {
   echo "cannot unmount $rfs/dev or $rfs/proc" >&2
   return 1
 }
+
+# chroot_run ROOTFS CMD...: runs CMD in ROOTFS with /dev and /proc bound, then releases them.
+chroot_run() {
+  local rfs=$1
+  shift
+  mountpoint -q "$rfs/dev" || mount --bind /dev "$rfs/dev"
+  mountpoint -q "$rfs/proc" || mount -t proc proc "$rfs/proc"
+  local rc=0
+  chroot "$rfs" "$@" || rc=$?
+  release_chroot "$rfs"
+  return $rc
+}

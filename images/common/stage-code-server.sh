@@ -4,7 +4,7 @@
 # libkrb5-dev + ripgrep on the host, npm_config_yes=true for node-pty's `npx node-gyp`,
 # --unsafe-perm as root, and @vscode/ripgrep's download cache seeded from Debian's rg
 # (its postinstall would otherwise download from GitHub).
-#   images/code/stage-code-server.sh STAGE_DIR VERSION
+#   images/common/stage-code-server.sh STAGE_DIR VERSION
 set -euo pipefail
 stage=${1:?stage dir}
 version=${2:?code-server version}

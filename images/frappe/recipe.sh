@@ -29,7 +29,7 @@ customize() {
   local rfs=$1
   echo "STEP node_yarn_code_server"
   install_node_yarn "$rfs"
-  install_code_server "$rfs"
+  install_code_server "$rfs" /home/frappe "$CODE_SERVER_VERSION"
   echo "STEP services"
   configure_services "$rfs"
   echo "STEP network"

@@ -22,24 +22,6 @@ install_node_yarn() {
   ln -sf ../lib/node_modules/yarn/bin/yarn.js "$rfs/usr/local/bin/yarn"
 }
 
-install_code_server() {
-  local rfs=$1 stage=$cache/code-server-$CODE_SERVER_VERSION
-  "$repo/images/code/stage-code-server.sh" "$stage" "$CODE_SERVER_VERSION"
-  mkdir -p "$rfs/usr/local/lib/code-server"
-  cp -a "$stage/node_modules" "$rfs/usr/local/lib/code-server/"
-  # code-server's parent gives its child 10 s to say hello; a guest under TCG (no KVM),
-  # starting next to other guests, can take longer, and every miss restarts it from zero.
-  local wrapper=$rfs/usr/local/lib/code-server/node_modules/code-server/out/node/wrapper.js
-  grep -q '^const timeoutInterval = 10000;' "$wrapper" || { echo "code-server wrapper changed: review the timeout patch" >&2; return 1; }
-  sed -i 's/^const timeoutInterval = 10000;/const timeoutInterval = 120000;/' "$wrapper"
-  printf '#!/bin/sh\nexec /usr/local/bin/node /usr/local/lib/code-server/node_modules/code-server/out/node/entry.js "$@"\n' \
-    > "$rfs/usr/local/bin/code-server"
-  chmod 0755 "$rfs/usr/local/bin/code-server"
-  "$repo/extensions/doppio-devbox/pack.sh" "$rfs/tmp/doppio-devbox.vsix"
-  chroot_run "$rfs" env HOME=/home/frappe /usr/local/bin/code-server --install-extension /tmp/doppio-devbox.vsix
-  rm -f "$rfs/tmp/doppio-devbox.vsix"
-}
-
 configure_services() {
   local rfs=$1
   chroot "$rfs" useradd -m -s /bin/bash -G sudo frappe 2> /dev/null || true
@@ -60,17 +42,6 @@ require_network() {
     echo "(probed $FRAPPE_PYPI_INDEX and $FRAPPE_GIT_URL; set FRAPPE_PYPI_INDEX/FRAPPE_GIT_URL for mirrors)" >&2
     exit 3
   fi
-}
-
-chroot_run() {
-  local rfs=$1
-  shift
-  mountpoint -q "$rfs/dev" || mount --bind /dev "$rfs/dev"
-  mountpoint -q "$rfs/proc" || mount -t proc proc "$rfs/proc"
-  local rc=0
-  chroot "$rfs" "$@" || rc=$?
-  release_chroot "$rfs"
-  return $rc
 }
 
 # Needs PyPI and GitHub (not reachable on the project's build machines: unverified here).
