@@ -268,3 +268,22 @@ export const boxLogCursors = pgTable("box_log_cursors", {
   offset: bigint("offset", { mode: "number" }).notNull(),
   updatedAt: ts("updated_at").notNull().defaultNow(),
 });
+
+/**
+ * Which control-plane sign-ins (`sid`: a hash of the session or API token, see
+ * services/access.ts) opened private box URLs on which server. Signing out sets `endedAt`;
+ * heartbeats carry the server's ended ones until `expiresAt` (its last hand-off plus the
+ * edge cookie's lifetime), so its agent refuses the box-access cookies they led to.
+ */
+export const boxAccessGrants = pgTable(
+  "box_access_grants",
+  {
+    sid: text("sid").notNull(),
+    serverId: text("server_id")
+      .notNull()
+      .references(() => servers.id, { onDelete: "cascade" }),
+    expiresAt: ts("expires_at").notNull(),
+    endedAt: ts("ended_at"),
+  },
+  (t) => [primaryKey({ columns: [t.sid, t.serverId] }), index("box_access_grants_server_idx").on(t.serverId)],
+);
