@@ -20,6 +20,16 @@ import {
  * weaker algorithm.
  */
 
+/** Where, on every box host, the agent exchanges a hand-off token for its cookie. */
+export const AUTH_PATH = "/__doppio/auth";
+/** A control-plane hand-off only has to survive one redirect to the box host. */
+export const HANDOFF_TTL_SECONDS = 60;
+/**
+ * The agent's box-access cookie lifetime. The control plane needs it too: it must keep
+ * telling agents about a signed-out session for as long as a cookie from it could live.
+ */
+export const COOKIE_TTL_SECONDS = 12 * 60 * 60;
+
 export const AUDIENCES = ["code", "site"] as const;
 export type Audience = (typeof AUDIENCES)[number];
 
@@ -33,6 +43,16 @@ export interface AccessClaims {
   exp: number;
   /** Random token id: two tokens minted in the same second still differ (single-use checks). */
   jti?: string;
+  /**
+   * The one box host the token is good for, as `hostKey` spells it (with `sub`, it names
+   * the host): a cookie issued on a dev-port host does not open code-server.
+   */
+  hst?: string;
+  /**
+   * Which control-plane sign-in the token descends from (an opaque hash, never the session
+   * secret), so that signing out can end the box-access cookies it led to.
+   */
+  sid?: string;
 }
 
 export const FAILURE_REASONS = [
@@ -42,6 +62,7 @@ export const FAILURE_REASONS = [
   "wrong_subject",
   "wrong_audience",
   "wrong_user",
+  "wrong_host",
 ] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 
@@ -52,6 +73,15 @@ export interface Expectation {
   sub?: string;
   usr?: string;
   aud?: Audience;
+  hst?: string;
+}
+
+/**
+ * The `hst` claim of a box host, without the slug and the domain (those are `sub` and the
+ * server's own): `site`, `code`, or `dev:<port>`.
+ */
+export function hostKey(host: { kind: "site" | "code" | "dev"; port?: number }): string {
+  return host.kind === "dev" ? `dev:${host.port}` : host.kind;
 }
 
 export type SigningKey = KeyObject;
@@ -70,7 +100,7 @@ export function mint(
   ttlSeconds: number,
   nowMs: number,
 ): string {
-  const jti = randomBytes(9).toString("base64url");
+  const jti = randomBytes(16).toString("base64url");
   return sign(key, { ...claims, exp: Math.floor(nowMs / 1000) + ttlSeconds, jti });
 }
 
@@ -90,8 +120,11 @@ export function verify(
     return { ok: false, reason: "malformed" };
   }
   const [payload, sig] = parts as [string, string];
-  if (!checkSignature(key, payload, Buffer.from(sig, "base64url")))
-    return { ok: false, reason: "bad_signature" };
+  const sigBytes = Buffer.from(sig, "base64url");
+  // base64url leaves spare bits in the last character, so one signature has several
+  // spellings; only the canonical one is a token (nothing may key on a re-spelled copy).
+  if (sigBytes.toString("base64url") !== sig) return { ok: false, reason: "malformed" };
+  if (!checkSignature(key, payload, sigBytes)) return { ok: false, reason: "bad_signature" };
   let claims: AccessClaims;
   try {
     claims = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as AccessClaims;
@@ -103,8 +136,11 @@ export function verify(
   if (expect.sub !== undefined && claims.sub !== expect.sub) return { ok: false, reason: "wrong_subject" };
   if (expect.aud !== undefined && claims.aud !== expect.aud) return { ok: false, reason: "wrong_audience" };
   if (expect.usr !== undefined && claims.usr !== expect.usr) return { ok: false, reason: "wrong_user" };
-  const { sub, usr, aud, exp, jti } = claims;
-  return { ok: true, claims: jti === undefined ? { sub, usr, aud, exp } : { sub, usr, aud, exp, jti } };
+  if (expect.hst !== undefined && claims.hst !== expect.hst) return { ok: false, reason: "wrong_host" };
+  // Only the known claims, and only those present: nothing else in the payload reaches callers.
+  const out: AccessClaims = { sub: claims.sub, usr: claims.usr, aud: claims.aud, exp: claims.exp };
+  for (const k of ["jti", "hst", "sid"] as const) if (claims[k] !== undefined) out[k] = claims[k];
+  return { ok: true, claims: out };
 }
 
 export function generateEd25519(): { privateKey: KeyObject; publicKey: KeyObject } {
@@ -150,6 +186,12 @@ function assertClaims(c: AccessClaims): void {
     c.usr.length > 0 &&
     (AUDIENCES as readonly string[]).includes(c.aud) &&
     Number.isSafeInteger(c.exp) &&
-    (c.jti === undefined || (typeof c.jti === "string" && c.jti.length <= 64));
+    optionalShortString(c.jti) &&
+    optionalShortString(c.hst) &&
+    optionalShortString(c.sid);
   if (!ok) throw new TypeError("access token claims need sub, usr, aud (code|site) and an integer exp");
+}
+
+function optionalShortString(v: unknown): boolean {
+  return v === undefined || (typeof v === "string" && v.length > 0 && v.length <= 64);
 }

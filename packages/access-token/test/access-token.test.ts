@@ -1,6 +1,6 @@
 import { createSecretKey, randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { generateEd25519, mint, sign, verify } from "../src/index.ts";
+import { generateEd25519, hostKey, mint, sign, verify } from "../src/index.ts";
 
 const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
 const claims = { sub: "brisk-falcon-3f9a", usr: "user-1", aud: "code" as const };
@@ -35,6 +35,33 @@ describe("access tokens (Ed25519)", () => {
     for (const garbage of ["", "abc", "a.b.c", "!!.??", `${token}x!`]) {
       expect(verify(publicKey, garbage, NOW)).toEqual({ ok: false, reason: "malformed" });
     }
+  });
+
+  it("binds a token to one box host and carries the sign-in it descends from", () => {
+    const token = mint(
+      privateKey,
+      { ...claims, hst: hostKey({ kind: "dev", port: 5173 }), sid: "s1" },
+      60,
+      NOW,
+    );
+    const ok = verify(publicKey, token, NOW, { hst: "dev:5173" });
+    expect(ok.ok && ok.claims).toMatchObject({ hst: "dev:5173", sid: "s1" });
+    expect(verify(publicKey, token, NOW, { hst: hostKey({ kind: "code" }) })).toEqual({
+      ok: false,
+      reason: "wrong_host",
+    });
+  });
+
+  it("accepts only the canonical spelling of a signature", () => {
+    const token = mint(privateKey, claims, 60, NOW);
+    // 64 bytes take 86 base64url characters; the last one carries 2 spare bits.
+    const last = token.at(-1)!;
+    const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const respelled = `${token.slice(0, -1)}${alphabet[alphabet.indexOf(last) ^ 1]}`;
+    expect(Buffer.from(respelled.split(".")[1]!, "base64url")).toEqual(
+      Buffer.from(token.split(".")[1]!, "base64url"),
+    );
+    expect(verify(publicKey, respelled, NOW)).toEqual({ ok: false, reason: "malformed" });
   });
 
   it("refuses to sign claims that could not be verified later", () => {

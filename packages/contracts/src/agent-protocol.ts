@@ -111,6 +111,8 @@ export const HeartbeatResponse = z.object({
   drift: z.array(z.object({ slug: z.string(), expected: z.string(), observed: z.string() })),
   /** SPKI PEM of the control plane's key: the agent verifies private-URL hand-off tokens with it. */
   accessPublicKey: z.string(),
+  /** Signed-out control-plane sessions (`sid` claims): the edge refuses their box-access cookies. */
+  endedSessions: z.array(z.string().max(64)).default([]),
 });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
 

@@ -1,8 +1,9 @@
+import type { FastifyRequest } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { Ctx } from "../context.ts";
 import { AppError } from "../errors.ts";
-import { requireUser } from "../http/auth.ts";
+import { requireUser, SESSION_COOKIE } from "../http/auth.ts";
 import { handoffUrl } from "../services/access.ts";
 
 /**
@@ -32,8 +33,18 @@ export function accessRoutes(ctx: Ctx): FastifyPluginAsyncZod {
           const back = `/api/v1/access/open?${new URLSearchParams({ host: req.query.host, next: req.query.next })}`;
           return reply.redirect(`/dashboard/login?${new URLSearchParams({ next: back })}`);
         }
-        return reply.redirect(await handoffUrl(ctx, req.principal!, req.query.host, req.query.next));
+        const url = await handoffUrl(ctx, req.principal!, signInSecret(req), req.query.host, req.query.next);
+        return reply.redirect(url);
       },
     );
   };
+}
+
+/**
+ * The secret requireUser accepted (an API token takes precedence over the session cookie
+ * there too): signing out of it ends the box-access cookies this hand-off leads to.
+ */
+function signInSecret(req: FastifyRequest): string {
+  const bearer = /^Bearer\s+(dpb_\S+)$/i.exec(req.headers.authorization ?? "");
+  return bearer?.[1] ?? req.cookies[SESSION_COOKIE]!;
 }

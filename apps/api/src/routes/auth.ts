@@ -10,6 +10,7 @@ import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { Ctx } from "../context.ts";
 import { requireUser, SESSION_COOKIE } from "../http/auth.ts";
+import { endBoxAccess } from "../services/access.ts";
 import {
   createApiToken,
   createSession,
@@ -64,6 +65,7 @@ export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.post("/auth/logout", { schema: { tags: ["auth"] } }, async (req, reply) => {
       const cookie = req.cookies[SESSION_COOKIE];
       if (cookie) await deleteSession(ctx, cookie);
+      if (cookie) await endBoxAccess(ctx, cookie);
       reply.clearCookie(SESSION_COOKIE, { path: "/" });
       return reply.code(204).send();
     });

@@ -4,6 +4,7 @@ import { newId, newSecret, sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import { agentJobs, boxes, servers, serverTemplates } from "../db/schema.ts";
 import { AppError, notFound } from "../errors.ts";
+import { endedBoxAccess } from "./access.ts";
 import { audit } from "./audit.ts";
 import { usedByServer } from "./capacity.ts";
 import { extendLeases, insertJob, type JobRow } from "./jobs.ts";
@@ -146,6 +147,7 @@ export async function recordHeartbeat(
     boxes: expected.map(({ slug, desiredState }) => ({ slug, desiredState })),
     drift,
     accessPublicKey: ctx.access.publicKeyPem,
+    endedSessions: await endedBoxAccess(ctx, server.id),
   };
 }
 
