@@ -13,6 +13,7 @@ export interface EdgeWiring {
   onHeartbeat: (res: HeartbeatResponse) => void;
   /** Re-checks Caddy's config on its own interval (faster than reconcile after a Caddy restart). */
   watch(): void;
+  /** Stops the watch and closes the edge's store handle: call after the API has closed. */
   stop(): void;
 }
 
@@ -30,6 +31,10 @@ export async function buildEdge(
   const edgeCfg = config.edge;
   const edge = await import("./edge/index.ts");
   const { generateEd25519, publicKeyFromPem } = await import("@doppio/access-token");
+  const { openStore } = await import("./store/db.ts");
+  const { EdgeAccessStore } = await import("./store/edge-access.ts");
+  // Its own handle on the agent's SQLite file (WAL): the edge is built before the agent core.
+  const db = openStore(config.dataDir);
   // Until a key arrives (file or first heartbeat), a throwaway key makes every hand-off
   // fail verification: private URLs stay closed rather than open.
   let key: KeyObject = edgeCfg.controlPlaneKeyFile
@@ -42,6 +47,7 @@ export async function buildEdge(
     },
     cookieKey: await edge.loadOrCreateCookieKey(config.dataDir),
     now: () => Date.now(),
+    ledger: new EdgeAccessStore(db),
   });
   const admin = new URL(config.caddyAdminUrl);
   const desired = edge.buildEdgeConfig({
@@ -78,6 +84,11 @@ export async function buildEdge(
       keeper,
     },
     onHeartbeat(res) {
+      try {
+        access.endSessions(res.endedSessions);
+      } catch (err) {
+        log.error({ err }, "could not record the control plane's signed-out sessions");
+      }
       if (!res.accessPublicKey || res.accessPublicKey === keyPem) return;
       try {
         key = publicKeyFromPem(res.accessPublicKey);
@@ -88,6 +99,9 @@ export async function buildEdge(
       }
     },
     watch: () => keeper.watch(edgeCfg.checkIntervalMs),
-    stop: () => keeper.stop(),
+    stop() {
+      keeper.stop();
+      db.close();
+    },
   };
 }

@@ -29,8 +29,8 @@ async function main(): Promise<void> {
     log.info({ signal }, "stopping; VMs keep running");
     const force = setTimeout(() => process.exit(1), 20_000);
     force.unref();
-    edge?.stop();
     await agent?.stop();
+    edge?.stop(); // after the API: edge checks read its store until then
     process.exit(0);
   };
   process.once("SIGINT", () => void stop("SIGINT"));

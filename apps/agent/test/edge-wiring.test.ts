@@ -1,4 +1,4 @@
-import { mint } from "@doppio/access-token";
+import { generateEd25519, sign } from "@doppio/access-token";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   freePort,
@@ -78,40 +78,53 @@ describe("edge wiring in the agent API", () => {
     expect(location.searchParams.get("next")).toBe("/");
   });
 
-  it("accepts a hand-off token signed by the control plane's key from the heartbeat", async () => {
-    const owner = a.agent.boxes.get("edgy")!.spec.owner;
-    const token = mint(
-      cp.env.cp.ctx.access.privateKey,
-      { sub: "edgy", usr: owner, aud: "code" },
-      60,
-      Date.now(),
-    );
+  /** The hand-off URL the control plane sends the signed-in owner to. */
+  const handoff = async (host: string) => {
+    const res = await cp.admin.get(`/api/v1/access/open?${new URLSearchParams({ host, next: "/" })}`);
+    expect(res.status).toBe(302);
+    const url = new URL(res.headers.get("location")!);
+    expect(url.host).toBe(host);
+    return `${url.pathname}${url.search}`;
+  };
+  let cookie: string;
+
+  it("accepts the control plane's hand-off (verified with the key from the heartbeat)", async () => {
+    const uri = await handoff(`edgy.code.${DOMAIN}`);
     const res = await waitFor("the key from a heartbeat", async () => {
-      const r = await check(
-        `edgy.code.${DOMAIN}`,
-        `/__doppio/auth?token=${encodeURIComponent(token)}&next=/`,
-      );
+      const r = await check(`edgy.code.${DOMAIN}`, uri);
       return r.status === 302 ? r : null;
     });
     expect(res.headers.get("set-cookie")).toMatch(/^doppio_access=/);
-    const cookie = res.headers.get("set-cookie")!.split(";")[0]!;
+    cookie = res.headers.get("set-cookie")!.split(";")[0]!;
     const pass = await check(`edgy.code.${DOMAIN}`, "/", { cookie });
     expect(pass.status).toBe(200);
     expect(pass.headers.get("x-doppio-upstream")).toBe("10.0.0.2:8888");
 
-    // A token signed by any other key is refused.
-    const { generateEd25519 } = await import("@doppio/access-token");
-    const forged = mint(
-      generateEd25519().privateKey,
-      { sub: "edgy", usr: owner, aud: "code" },
-      60,
-      Date.now(),
-    );
+    // The same claims signed by any other key are refused.
+    const token = new URLSearchParams(uri.slice(uri.indexOf("?") + 1)).get("token")!;
+    const claims = JSON.parse(Buffer.from(token.split(".")[0]!, "base64url").toString("utf8"));
+    const forged = sign(generateEd25519().privateKey, { ...claims, jti: "another-id" });
     const bad = await check(
       `edgy.code.${DOMAIN}`,
       `/__doppio/auth?token=${encodeURIComponent(forged)}&next=/`,
     );
     expect(bad.status).not.toBe(302);
     expect(bad.headers.get("set-cookie")).toBeNull();
+  });
+
+  // Last: it signs the owner's session out.
+  it("signing out of the control plane ends the box-access cookie at the edge", async () => {
+    const pending = await handoff(`edgy.code.${DOMAIN}`);
+    expect((await cp.admin.post("/api/v1/auth/logout")).status).toBe(204);
+    // The agent hears of it with its next heartbeat (every 500 ms here).
+    const refused = await waitFor("the sign-out to reach the edge", async () => {
+      const r = await check(`edgy.code.${DOMAIN}`, "/", { cookie });
+      return r.status !== 200 ? r : null;
+    });
+    expect(refused.status).toBe(401);
+    const late = await check(`edgy.code.${DOMAIN}`, pending);
+    expect(late.status).toBe(401);
+    expect(await late.text()).toContain("signed_out");
+    expect(late.headers.get("set-cookie")).toBeNull();
   });
 });

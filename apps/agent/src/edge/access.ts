@@ -1,14 +1,18 @@
 import { createSecretKey, type KeyObject, randomBytes } from "node:crypto";
 import { chmod, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { type Audience, mint, type VerifyResult, verify } from "@doppio/access-token";
+import {
+  type AccessClaims,
+  AUTH_PATH,
+  type Audience,
+  COOKIE_TTL_SECONDS,
+  mint,
+  verify,
+} from "@doppio/access-token";
 import { EdgeError } from "./errors.ts";
 
+export { AUTH_PATH, COOKIE_TTL_SECONDS, HANDOFF_TTL_SECONDS } from "@doppio/access-token";
 export const ACCESS_COOKIE = "doppio_access";
-export const AUTH_PATH = "/__doppio/auth";
-/** The control plane's hand-off token only has to survive one redirect. */
-export const HANDOFF_TTL_SECONDS = 60;
-export const COOKIE_TTL_SECONDS = 12 * 60 * 60;
 const KEY_FILE = "edge-cookie.key";
 const KEY_BYTES = 32;
 
@@ -54,33 +58,58 @@ export interface AccessDeps {
   cookieKey: KeyObject;
   /** ms since epoch. */
   now: () => number;
+  /** Spent hand-offs and signed-out sessions, kept across restarts (store/edge-access.ts). */
+  ledger: AccessLedger;
 }
 
+/** The edge's persistent memory; times are seconds since the epoch. */
+export interface AccessLedger {
+  /** Marks a hand-off token id spent; false if it already was. */
+  spend(jti: string, exp: number, nowSec: number): boolean;
+  endSessions(sids: readonly string[], until: number): void;
+  endedSessions(nowSec: number): string[];
+}
+
+/** Who may pass on one box host: its owner, with a token or cookie issued for this very host. */
 export interface Principal {
   slug: string;
   owner: string;
   aud: Audience;
+  /** `hostKey` of the requested host (`code`, `site`, `dev:5173`). */
+  host: string;
 }
 
 /**
  * Owner-only access for code-server, dev ports and private sites: a one-time hand-off
  * token from the control plane is exchanged for a host-only cookie signed by the agent.
+ * Both are bound to one box host and to the control-plane sign-in (`sid`) they came from;
+ * when that sign-in ends (heartbeat `endedSessions`), its cookies stop working here.
  */
 export class EdgeAccess {
   readonly #deps: AccessDeps;
-  /** Hand-off tokens already exchanged (signature → exp seconds), so a leaked link is single-use. */
-  readonly #spent = new Map<string, number>();
+  /** Read on every proxied request, so kept in memory; the ledger is its durable copy. */
+  #ended: Set<string>;
 
   constructor(deps: AccessDeps) {
     this.#deps = deps;
+    this.#ended = new Set(deps.ledger.endedSessions(this.#nowSec()));
   }
 
-  /** True if any `doppio_access` cookie in the Cookie header opens this box for its owner. */
+  /** Signed-out sessions from the control plane (every heartbeat answer carries the recent ones). */
+  endSessions(sids: readonly string[]): void {
+    const now = this.#nowSec();
+    if (sids.some((sid) => !this.#ended.has(sid)))
+      this.#deps.ledger.endSessions(sids, now + COOKIE_TTL_SECONDS);
+    this.#ended = new Set(this.#deps.ledger.endedSessions(now));
+  }
+
+  /** True if any `doppio_access` cookie in the Cookie header opens this host for the box's owner. */
   cookieAllows(cookieHeader: string | undefined, p: Principal): boolean {
     if (!cookieHeader) return false;
     const now = this.#deps.now();
     for (const value of cookieValues(cookieHeader, ACCESS_COOKIE)) {
-      if (verify(this.#deps.cookieKey, value, now, { sub: p.slug, usr: p.owner, aud: p.aud }).ok) return true;
+      const result = verify(this.#deps.cookieKey, value, now, expectation(p));
+      if (result.ok && this.#liveSession(result.claims)) return true;
     }
     return false;
   }
@@ -92,19 +121,16 @@ export class EdgeAccess {
     secure: boolean,
   ): { ok: true; setCookie: string } | { ok: false; reason: string } {
     const now = this.#deps.now();
-    const result: VerifyResult = verify(this.#deps.controlPlaneKey, token, now, {
-      sub: p.slug,
-      usr: p.owner,
-      aud: p.aud,
-    });
+    const result = verify(this.#deps.controlPlaneKey, token, now, expectation(p));
     if (!result.ok) return result;
-    this.#prune(now);
-    const sig = token.slice(token.indexOf(".") + 1);
-    if (this.#spent.has(sig)) return { ok: false, reason: "already_used" };
-    this.#spent.set(sig, result.claims.exp);
+    const { jti, sid, exp } = result.claims;
+    // Single use by the token's id, not its text: the id is inside what was signed.
+    if (!jti || !sid) return { ok: false, reason: "malformed" };
+    if (!this.#liveSession(result.claims)) return { ok: false, reason: "signed_out" };
+    if (!this.#deps.ledger.spend(jti, exp, this.#nowSec())) return { ok: false, reason: "already_used" };
     const cookie = mint(
       this.#deps.cookieKey,
-      { sub: p.slug, usr: p.owner, aud: p.aud },
+      { sub: p.slug, usr: p.owner, aud: p.aud, hst: p.host, sid },
       COOKIE_TTL_SECONDS,
       now,
     );
@@ -119,9 +145,17 @@ export class EdgeAccess {
     return { ok: true, setCookie: attrs.join("; ") };
   }
 
-  #prune(now: number): void {
-    for (const [sig, exp] of this.#spent) if (exp * 1000 <= now) this.#spent.delete(sig);
+  #liveSession(claims: AccessClaims): boolean {
+    return claims.sid !== undefined && !this.#ended.has(claims.sid);
   }
+
+  #nowSec(): number {
+    return Math.floor(this.#deps.now() / 1000);
+  }
+}
+
+function expectation(p: Principal) {
+  return { sub: p.slug, usr: p.owner, aud: p.aud, hst: p.host };
 }
 
 export function cookieValues(header: string, name: string): string[] {

@@ -1,3 +1,4 @@
+import { hostKey } from "@doppio/access-token";
 import { type BoxHost, guestPort, parseBoxHost } from "@doppio/contracts";
 import { AUTH_PATH, type EdgeAccess, safeNext } from "./access.ts";
 import { type Page, pages } from "./pages.ts";
@@ -39,7 +40,7 @@ export function decide(req: EdgeRequest, deps: DecideDeps): Decision {
   const q = req.uri.indexOf("?");
   const path = q === -1 ? req.uri : req.uri.slice(0, q);
   const aud = box.kind === "site" ? "site" : "code";
-  const principal = { slug: box.slug, owner: route.owner, aud } as const;
+  const principal = { slug: box.slug, owner: route.owner, aud, host: hostKey(box) } as const;
 
   if (path === AUTH_PATH) {
     const params = new URLSearchParams(q === -1 ? "" : req.uri.slice(q + 1));

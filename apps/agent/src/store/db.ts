@@ -57,6 +57,18 @@ const MIGRATIONS: string[] = [
   ALTER TABLE boxes ADD COLUMN metadata_token_sha256 TEXT;
   CREATE UNIQUE INDEX boxes_metadata_token ON boxes (metadata_token_sha256);
   `,
+  // The edge's memory across restarts (store/edge-access.ts): spent hand-off tokens and
+  // signed-out control-plane sessions, each until its tokens or cookies have expired.
+  `
+  CREATE TABLE edge_spent_handoffs (
+    jti TEXT PRIMARY KEY,
+    exp INTEGER NOT NULL
+  );
+  CREATE TABLE edge_ended_sessions (
+    sid   TEXT PRIMARY KEY,
+    until INTEGER NOT NULL
+  );
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HttpCaddyAdmin } from "../../src/edge/caddy-admin.ts";
 import { findCaddy } from "../support/caddy.ts";
 import { closed, echo, edgeRequest, openWs, seen } from "./fixtures.ts";
-import { cookieFrom, DOMAIN, type Edge, OWNER, startEdge } from "./harness.ts";
+import { cookieFrom, DOMAIN, type Edge, forHost, startEdge } from "./harness.ts";
 
 const hasCaddy = findCaddy() !== null;
 if (!hasCaddy)
@@ -18,8 +18,8 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
   const req = (host: string, path: string, opts?: Parameters<typeof edgeRequest>[3]) =>
     edgeRequest(e.edge, host, path, opts);
 
-  const signIn = async (host: string, slug: string, aud: "code" | "site") => {
-    const token = e.handoff({ sub: slug, usr: OWNER, aud });
+  const signIn = async (host: string) => {
+    const token = e.handoff(forHost(host));
     const res = await req(host, `/__doppio/auth?token=${token}&next=${encodeURIComponent("/after?x=1")}`);
     expect(res.status).toBe(302);
     expect(res.headers.location).toBe("/after?x=1");
@@ -32,7 +32,7 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
     e.box("sleepy", { state: "stopped" });
     e.box("hidden", { sitePublic: false });
     expect(await e.keeper.ensureConfig()).toBe("loaded");
-    alphaCookie = await signIn(code("alpha"), "alpha", "code");
+    alphaCookie = await signIn(code("alpha"));
   });
 
   afterAll(async () => {
@@ -82,13 +82,14 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
   });
 
   it("dev port → guest {port} with Host rewritten to localhost; unexposed port → 502 page", async () => {
-    const devCookie = await signIn(`5173-alpha.code.${DOMAIN}`, "alpha", "code");
+    const devCookie = await signIn(`5173-alpha.code.${DOMAIN}`);
     const s = seen(
       await req(`5173-alpha.code.${DOMAIN}`, "/src/main.ts", { headers: { cookie: devCookie } }),
     );
     expect(s).toMatchObject({ role: "dev", url: "/src/main.ts" });
     expect(s.headers.host).toBe("localhost");
-    const closedPort = await req(`3000-alpha.code.${DOMAIN}`, "/", { headers: { cookie: devCookie } });
+    const closedCookie = await signIn(`3000-alpha.code.${DOMAIN}`);
+    const closedPort = await req(`3000-alpha.code.${DOMAIN}`, "/", { headers: { cookie: closedCookie } });
     expect(closedPort.status).toBe(502);
     expect(closedPort.body).toContain("Port not reachable");
   });
@@ -121,7 +122,7 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
     );
     // Private site: public for alpha, owner-only for hidden.
     expect((await req(site("hidden"), "/")).status).toBe(401);
-    const siteCookie = await signIn(site("hidden"), "hidden", "site");
+    const siteCookie = await signIn(site("hidden"));
     expect(seen(await req(site("hidden"), "/", { headers: { cookie: siteCookie } })).role).toBe("site");
     // A cookie is bound to its box and audience.
     expect((await req(code("hidden"), "/", { headers: { cookie: alphaCookie } })).status).toBe(401);
@@ -129,11 +130,13 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
   });
 
   it("refuses hand-off tokens for another user, another slug, another audience, expired or reused", async () => {
+    const alpha = forHost(code("alpha"));
     const cases = [
-      e.handoff({ sub: "alpha", usr: "user-2", aud: "code" }),
-      e.handoff({ sub: "hidden", usr: OWNER, aud: "code" }),
-      e.handoff({ sub: "alpha", usr: OWNER, aud: "site" }),
-      e.handoff({ sub: "alpha", usr: OWNER, aud: "code" }, -1),
+      e.handoff({ ...alpha, usr: "user-2" }),
+      e.handoff({ ...alpha, sub: "hidden" }),
+      e.handoff({ ...alpha, aud: "site" }),
+      e.handoff({ ...alpha, hst: "dev:5173" }),
+      e.handoff(alpha, -1),
       "not-a-token",
     ];
     for (const token of cases) {
@@ -141,7 +144,7 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
       expect(res.status, token).toBe(401);
       expect(res.headers["set-cookie"]).toBeUndefined();
     }
-    const once = e.handoff({ sub: "alpha", usr: OWNER, aud: "code" });
+    const once = e.handoff(alpha);
     expect((await req(code("alpha"), `/__doppio/auth?token=${once}`)).status).toBe(302);
     const again = await req(code("alpha"), `/__doppio/auth?token=${once}`);
     expect(again.status).toBe(401);
@@ -149,7 +152,7 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
   });
 
   it("hand-off cookies expire after 12 h (agent clock)", async () => {
-    const cookie = await signIn(code("alpha"), "alpha", "code");
+    const cookie = await signIn(code("alpha"));
     e.clock.now += 12 * 3600_000 + 1_000;
     try {
       expect((await req(code("alpha"), "/", { headers: { cookie } })).status).toBe(401);
@@ -166,7 +169,7 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
       "evil.com",
       "/%0d%0aLocation:x",
     ]) {
-      const token = e.handoff({ sub: "alpha", usr: OWNER, aud: "code" });
+      const token = e.handoff(forHost(code("alpha")));
       const res = await req(code("alpha"), `/__doppio/auth?token=${token}&next=${encodeURIComponent(next)}`);
       expect(res.status).toBe(302);
       const loc = String(res.headers.location);

@@ -1,4 +1,7 @@
 import { generateKeyPairSync } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { connect } from "node:tls";
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -8,6 +11,8 @@ import { buildEdgeConfig } from "../../src/edge/caddy-config.ts";
 import { EdgeConfigKeeper } from "../../src/edge/edge-config.ts";
 import { edgePlugin } from "../../src/edge/plugin.ts";
 import { MemoryRouteTable } from "../../src/edge/routes.ts";
+import { type Db, openStore } from "../../src/store/db.ts";
+import { EdgeAccessStore } from "../../src/store/edge-access.ts";
 import { findCaddy, freePort, TestCaddy } from "../support/caddy.ts";
 
 const hasCaddy = findCaddy() !== null;
@@ -39,12 +44,16 @@ describe.skipIf(!hasCaddy)("on-demand TLS (no DNS token) against a real Caddy 2.
   let caddy: TestCaddy;
   let agent: FastifyInstance;
   let httpsPort: number;
+  let dataDir: string;
+  let db: Db;
   const asked: { domain: string; status: number }[] = [];
 
   beforeAll(async () => {
     const routes = new MemoryRouteTable();
     routes.set("alpha", { state: "running", upstream: () => null, owner: "u", sitePublic: true });
     const key = generateKeyPairSync("ed25519");
+    dataDir = await mkdtemp(join(tmpdir(), "doppio-edge-tls-"));
+    db = openStore(dataDir);
     agent = Fastify({ logger: false });
     agent.addHook("onResponse", async (req, reply) => {
       if (req.url.startsWith("/tls/ask"))
@@ -53,7 +62,12 @@ describe.skipIf(!hasCaddy)("on-demand TLS (no DNS token) against a real Caddy 2.
     await agent.register(edgePlugin, {
       domain: DOMAIN,
       routes,
-      access: new EdgeAccess({ controlPlaneKey: key.publicKey, cookieKey: key.publicKey, now: Date.now }),
+      access: new EdgeAccess({
+        controlPlaneKey: key.publicKey,
+        cookieKey: key.publicKey,
+        now: Date.now,
+        ledger: new EdgeAccessStore(db),
+      }),
     });
     await agent.listen({ host: "127.0.0.1", port: 0 });
     caddy = await TestCaddy.create();
@@ -80,6 +94,8 @@ describe.skipIf(!hasCaddy)("on-demand TLS (no DNS token) against a real Caddy 2.
   afterAll(async () => {
     await caddy?.dispose();
     await agent?.close();
+    db?.close();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
   it("asks the agent at the first handshake and orders a cert only for existing boxes", async () => {

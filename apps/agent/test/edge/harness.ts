@@ -1,7 +1,8 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type AccessClaims, generateEd25519, mint } from "@doppio/access-token";
+import { type AccessClaims, generateEd25519, hostKey, mint, sign } from "@doppio/access-token";
+import { parseBoxHost } from "@doppio/contracts";
 import Fastify, { type FastifyInstance } from "fastify";
 import { EdgeAccess, loadOrCreateCookieKey } from "../../src/edge/access.ts";
 import { HttpCaddyAdmin } from "../../src/edge/caddy-admin.ts";
@@ -9,6 +10,8 @@ import { buildEdgeConfig } from "../../src/edge/caddy-config.ts";
 import { EdgeConfigKeeper } from "../../src/edge/edge-config.ts";
 import { edgePlugin } from "../../src/edge/plugin.ts";
 import { type BoxRoute, MemoryRouteTable } from "../../src/edge/routes.ts";
+import { type Db, openStore } from "../../src/store/db.ts";
+import { EdgeAccessStore } from "../../src/store/edge-access.ts";
 import { freePort, TestCaddy } from "../support/caddy.ts";
 import { FakeGuest } from "./fixtures.ts";
 
@@ -21,6 +24,9 @@ const ROLES = { 8000: "site", 9000: "socketio", 8888: "code", 5173: "dev" } as c
 export interface Edge {
   caddy: TestCaddy;
   agent: FastifyInstance;
+  access: EdgeAccess;
+  /** The agent's SQLite store (a real file in the test's data dir). */
+  ledger: EdgeAccessStore;
   agentDial: string;
   /** host:port of Caddy's box listener. */
   edge: string;
@@ -31,35 +37,49 @@ export interface Edge {
   /** Test clock (ms); the agent reads it on every check. */
   clock: { now: number };
   box(slug: string, patch?: Partial<BoxRoute>): void;
-  /** A control-plane hand-off token. */
-  handoff(claims: Omit<AccessClaims, "exp">, ttlSeconds?: number): string;
+  /** A control-plane hand-off token for one box host; `sid` defaults to one signed-in session. */
+  handoff(claims: Omit<AccessClaims, "exp" | "sid"> & { sid?: string }, ttlSeconds?: number): string;
+  /** A hand-off token with exactly these claims (e.g. a chosen `jti`). */
+  signHandoff(claims: AccessClaims): string;
+  /** Stops the agent (API and store handle) and starts a new one on the same port and data dir. */
+  restartAgent(): Promise<void>;
   close(): Promise<void>;
 }
+
+export const SESSION = "session-1";
 
 export async function startEdge(): Promise<Edge> {
   const dataDir = await mkdtemp(join(tmpdir(), "doppio-edge-"));
   const cp = generateEd25519();
   const clock = { now: Date.now() };
-  const access = new EdgeAccess({
-    controlPlaneKey: cp.publicKey,
-    cookieKey: await loadOrCreateCookieKey(dataDir),
-    now: () => clock.now,
-  });
   const routes = new MemoryRouteTable();
 
   const guests = await Promise.all(Object.values(ROLES).map((r) => FakeGuest.start(r)));
   const byPort = new Map(Object.keys(ROLES).map((p, i) => [Number(p), guests[i]!.address]));
   const upstream = (port: number) => byPort.get(port) ?? null;
 
-  const agent = Fastify({ logger: false });
-  await agent.register(edgePlugin, {
-    domain: DOMAIN,
-    routes,
-    access,
-    signInUrl: ({ slug, uri }) => `https://control.test/open/${slug}?next=${encodeURIComponent(uri)}`,
-  });
-  await agent.listen({ host: "127.0.0.1", port: 0 });
-  const agentPort = (agent.server.address() as { port: number }).port;
+  /** What one agent process holds: its store handle, its access state and its API. */
+  const startAgentApi = async (port: number) => {
+    const db: Db = openStore(dataDir);
+    const ledger = new EdgeAccessStore(db);
+    const access = new EdgeAccess({
+      controlPlaneKey: cp.publicKey,
+      cookieKey: await loadOrCreateCookieKey(dataDir),
+      now: () => clock.now,
+      ledger,
+    });
+    const agent = Fastify({ logger: false });
+    await agent.register(edgePlugin, {
+      domain: DOMAIN,
+      routes,
+      access,
+      signInUrl: ({ slug, uri }) => `https://control.test/open/${slug}?next=${encodeURIComponent(uri)}`,
+    });
+    await agent.listen({ host: "127.0.0.1", port });
+    return { db, ledger, access, agent };
+  };
+  let running = await startAgentApi(0);
+  const agentPort = (running.agent.server.address() as { port: number }).port;
   const agentDial = `127.0.0.1:${agentPort}`;
 
   const caddy = await TestCaddy.create();
@@ -73,9 +93,22 @@ export async function startEdge(): Promise<Edge> {
   await caddy.start();
   const keeper = new EdgeConfigKeeper(new HttpCaddyAdmin({ baseUrl: caddy.adminUrl }), desiredConfig);
 
+  const stopAgentApi = async () => {
+    await running.agent.close();
+    running.db.close();
+  };
+
   return {
     caddy,
-    agent,
+    get agent() {
+      return running.agent;
+    },
+    get access() {
+      return running.access;
+    },
+    get ledger() {
+      return running.ledger;
+    },
     agentDial,
     edge,
     routes,
@@ -87,14 +120,21 @@ export async function startEdge(): Promise<Edge> {
       routes.set(slug, { state: "running", upstream, owner: OWNER, sitePublic: true, ...patch });
     },
     handoff(claims, ttlSeconds = 60) {
-      return mint(cp.privateKey, claims, ttlSeconds, clock.now);
+      return mint(cp.privateKey, { sid: SESSION, ...claims }, ttlSeconds, clock.now);
+    },
+    signHandoff(claims) {
+      return sign(cp.privateKey, claims);
+    },
+    async restartAgent() {
+      await stopAgentApi();
+      running = await startAgentApi(agentPort);
     },
     async close() {
       // Each step runs even if an earlier one failed; what we started, we stop.
       const errors: unknown[] = [];
       for (const step of [
         () => caddy.dispose(),
-        () => agent.close(),
+        () => stopAgentApi(),
         ...guests.map((g) => () => g.close()),
         () => rm(dataDir, { recursive: true, force: true }),
       ]) {
@@ -110,4 +150,11 @@ export function cookieFrom(setCookie: string | string[] | undefined): string {
   const first = Array.isArray(setCookie) ? setCookie[0] : setCookie;
   if (!first) throw new Error("no Set-Cookie in the sign-in answer");
   return first.split(";")[0]!;
+}
+
+/** The claims that open `host` (a box URL on DOMAIN) for its owner. */
+export function forHost(host: string): Omit<AccessClaims, "exp"> {
+  const box = parseBoxHost(host, DOMAIN);
+  if (!box) throw new Error(`${host} is not a box host on ${DOMAIN}`);
+  return { sub: box.slug, usr: OWNER, aud: box.kind === "site" ? "site" : "code", hst: hostKey(box) };
 }
