@@ -9,7 +9,7 @@ APT_PACKAGES=(
   # control plane tests on real PostgreSQL
   postgresql
   # agent: edge proxy, VMM, host networking
-  caddy qemu-system-x86 qemu-utils iproute2 iptables nftables
+  caddy qemu-system-x86 qemu-utils iproute2 nftables socat
   # images: rootfs without Docker
   mmdebstrap e2fsprogs busybox-static cpio zstd
   # images: code-server from npm built on the host (native modules, rg for @vscode/ripgrep),

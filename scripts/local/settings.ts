@@ -5,11 +5,12 @@ import { fileURLToPath } from "node:url";
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const DATA = path.resolve(ROOT, process.env.DOPPIO_UP_DATA ?? ".data/up");
 export const PIDS = path.join(DATA, "pids.json");
+/** Caddy's admin API: a unix socket only root can open (no box or local user reaches it). */
+export const CADDY_ADMIN = `unix:${path.join(DATA, "caddy-admin.sock")}`;
 
 export const PORTS = {
   api: Number(process.env.DOPPIO_UP_API_PORT ?? 8080),
   edge: Number(process.env.DOPPIO_UP_EDGE_PORT ?? 8088),
-  caddyAdmin: Number(process.env.DOPPIO_UP_CADDY_ADMIN_PORT ?? 2999),
   agent: Number(process.env.DOPPIO_UP_AGENT_PORT ?? 8090),
   /** Guests' metadata service (Git credentials), on loopback: QEMU user mode maps the gateway there. */
   metadata: Number(process.env.DOPPIO_UP_METADATA_PORT ?? 8169),

@@ -4,8 +4,19 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSy
 import os from "node:os";
 import path from "node:path";
 import { stringify as toYaml } from "yaml";
+import { HttpCaddyAdmin, parseCaddyAdminAddress } from "../../apps/agent/src/edge/caddy-admin.ts";
 import { alive, readPids, removeFile, startService, stopPids, waitFor, writePids } from "./processes.ts";
-import { ADMIN_EMAIL, API_URL, DATA, DOMAIN, PIDS, PORTS, ROOT, SERVER_NAME } from "./settings.ts";
+import {
+  ADMIN_EMAIL,
+  API_URL,
+  CADDY_ADMIN,
+  DATA,
+  DOMAIN,
+  PIDS,
+  PORTS,
+  ROOT,
+  SERVER_NAME,
+} from "./settings.ts";
 
 const TSX = path.join(ROOT, "node_modules/.bin/tsx");
 
@@ -103,7 +114,7 @@ function agentConfig(secrets: Secrets): string {
     // User-mode networking: the VMs reach nothing on the host's networks and the edge
     // reaches them through loopback port forwards (no bridge, no private addresses).
     networkMode: "user",
-    caddyAdminUrl: `http://127.0.0.1:${PORTS.caddyAdmin}`,
+    caddyAdmin: CADDY_ADMIN,
     listen: `127.0.0.1:${PORTS.agent}`,
     metadata: { port: PORTS.metadata },
     apiToken: secrets.agentApiToken,
@@ -120,7 +131,7 @@ function agentConfig(secrets: Secrets): string {
 
 function caddyBootConfig(): string {
   const file = path.join(DATA, "caddy.json");
-  writeFileSync(file, JSON.stringify({ admin: { listen: `127.0.0.1:${PORTS.caddyAdmin}` } }));
+  writeFileSync(file, JSON.stringify({ admin: { listen: parseCaddyAdminAddress(CADDY_ADMIN)!.listen } }));
   return file;
 }
 
@@ -218,11 +229,8 @@ export async function startLocalStack(): Promise<{ freshAdmin: boolean; password
     log: path.join(DATA, "caddy.log"),
   });
   remember("caddy", caddy.pid);
-  await waitFor(
-    "caddy",
-    async () => (await fetch(`http://127.0.0.1:${PORTS.caddyAdmin}/config/`)).ok,
-    20_000,
-  );
+  const caddyAdmin = new HttpCaddyAdmin({ address: CADDY_ADMIN });
+  await waitFor("caddy", () => caddyAdmin.healthy(), 20_000);
 
   buildImage("minimal", "1");
   const agent = startService(

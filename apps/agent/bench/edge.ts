@@ -11,7 +11,6 @@
  */
 import { Agent, request } from "node:http";
 import { performance } from "node:perf_hooks";
-import { HttpCaddyAdmin } from "../src/edge/caddy-admin.ts";
 import { cookieFrom, DOMAIN, OWNER, startEdge } from "../test/edge/harness.ts";
 import { findCaddy, freePort } from "../test/support/caddy.ts";
 
@@ -46,7 +45,7 @@ try {
       },
     ],
   };
-  await new HttpCaddyAdmin({ baseUrl: e.caddy.adminUrl }).load(config);
+  await e.caddy.admin.load(config);
 
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   const get = (addr: string, host: string, headers: Record<string, string> = {}) =>

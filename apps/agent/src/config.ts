@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { cidrProblem } from "./cidr.ts";
+import { parseCaddyAdminAddress } from "./edge/caddy-admin.ts";
 import { AgentError } from "./errors.ts";
 import { findTemplate } from "./images/templates.ts";
 
@@ -59,7 +60,17 @@ export const AgentConfig = z
      * where the VM pool must not touch the root namespace). Unset in production.
      */
     netns: z.string().min(1).optional(),
-    caddyAdminUrl: z.url().optional(),
+    /**
+     * Caddy's admin API: `unix:/run/doppio/caddy-admin.sock` (production: a socket only root
+     * can open, out of reach of every box and local user) or `http://127.0.0.1:PORT`.
+     */
+    caddyAdmin: z
+      .string()
+      .refine(
+        (a) => parseCaddyAdminAddress(a) !== null,
+        "must be unix:/absolute/path.sock or http://127.0.0.1:PORT",
+      )
+      .optional(),
     listen: HostPort.default("127.0.0.1:8090"),
     /**
      * The metadata service guests call (Git credentials) at http://<gateway>:<port>: bound
@@ -133,8 +144,8 @@ export const AgentConfig = z
         message: `"${c.defaultTemplate}" is not among templates`,
       });
     }
-    if (c.edge && !c.caddyAdminUrl) {
-      ctx.addIssue({ code: "custom", path: ["caddyAdminUrl"], message: "required when edge is set" });
+    if (c.edge && !c.caddyAdmin) {
+      ctx.addIssue({ code: "custom", path: ["caddyAdmin"], message: "required when edge is set" });
     }
   });
 export type AgentConfig = z.infer<typeof AgentConfig>;
@@ -151,7 +162,7 @@ const ENV: Record<string, { path: string[]; type: "string" | "number" }> = {
   DOPPIO_AGENT_NETNS: { path: ["netns"], type: "string" },
   DOPPIO_AGENT_BRIDGE: { path: ["bridge", "name"], type: "string" },
   DOPPIO_AGENT_CIDR: { path: ["bridge", "cidr"], type: "string" },
-  DOPPIO_AGENT_CADDY_ADMIN_URL: { path: ["caddyAdminUrl"], type: "string" },
+  DOPPIO_AGENT_CADDY_ADMIN: { path: ["caddyAdmin"], type: "string" },
   DOPPIO_AGENT_LISTEN: { path: ["listen"], type: "string" },
   DOPPIO_AGENT_METADATA_PORT: { path: ["metadata", "port"], type: "number" },
   DOPPIO_AGENT_API_TOKEN: { path: ["apiToken"], type: "string" },

@@ -5,6 +5,7 @@ import type { FastifyPluginAsync } from "fastify";
 import type { Logger } from "pino";
 import type { AgentDeps } from "./agent.ts";
 import type { AgentConfig } from "./config.ts";
+import { parseCaddyAdminAddress } from "./edge/caddy-admin.ts";
 import type { RouteTable } from "./edge/routes.ts";
 
 export interface EdgeWiring {
@@ -27,7 +28,7 @@ export async function buildEdge(
   routes: RouteTable,
   log: Logger,
 ): Promise<EdgeWiring | null> {
-  if (!config.edge || !config.caddyAdminUrl) return null;
+  if (!config.edge || !config.caddyAdmin) return null;
   const edgeCfg = config.edge;
   const edge = await import("./edge/index.ts");
   const { generateEd25519, publicKeyFromPem } = await import("@doppio/access-token");
@@ -49,16 +50,15 @@ export async function buildEdge(
     now: () => Date.now(),
     ledger: new EdgeAccessStore(db),
   });
-  const admin = new URL(config.caddyAdminUrl);
   const desired = edge.buildEdgeConfig({
     domain: config.domain,
-    adminListen: admin.host,
+    adminListen: parseCaddyAdminAddress(config.caddyAdmin)!.listen,
     agentDial: config.listen,
     tls: edgeCfg.tls,
     storageDir: `${config.dataDir}/caddy`,
   });
   const keeper = new edge.EdgeConfigKeeper(
-    new edge.HttpCaddyAdmin({ baseUrl: config.caddyAdminUrl }),
+    new edge.HttpCaddyAdmin({ address: config.caddyAdmin }),
     desired,
     log,
   );

@@ -35,7 +35,7 @@ describe("edge wiring in the agent API", () => {
       listen: true,
       edge: true,
       config: {
-        caddyAdminUrl: `http://127.0.0.1:${await freePort()}`,
+        caddyAdmin: `http://127.0.0.1:${await freePort()}`,
         edge: {
           tls: { mode: "http", listen: "127.0.0.1:0" },
           signInUrl: `${cp.url}/api/v1/access/open`,

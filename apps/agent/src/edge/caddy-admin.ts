@@ -1,3 +1,4 @@
+import { request } from "node:http";
 import { EdgeError } from "./errors.ts";
 
 /** The slice of Caddy's admin API the agent uses. An interface so the core can be tested without Caddy. */
@@ -10,22 +11,38 @@ export interface CaddyAdmin {
   healthy(): Promise<boolean>;
 }
 
-export interface CaddyAdminOptions {
-  /** e.g. http://127.0.0.1:2019 */
-  baseUrl: string;
-  timeoutMs?: number;
-  fetch?: typeof fetch;
+/**
+ * Where Caddy's admin API listens. Production uses a unix socket (`unix:/run/doppio/caddy-admin.sock`):
+ * only root can connect to it, whatever a box or a local user can reach over TCP.
+ * `http://127.0.0.1:PORT` stays possible for development.
+ */
+export type CaddyAdminAddress =
+  | { kind: "unix"; socketPath: string; listen: string }
+  | { kind: "tcp"; host: string; port: number; listen: string };
+
+/** Parses `unix:/abs/path.sock` or `http://127.0.0.1:PORT`; null when it is neither. */
+export function parseCaddyAdminAddress(address: string): CaddyAdminAddress | null {
+  if (address.startsWith("unix:")) {
+    const socketPath = address.slice("unix:".length);
+    // Unix socket paths are limited to 107 bytes by the kernel.
+    if (!socketPath.startsWith("/") || socketPath.length > 107 || /[\s,]/.test(socketPath)) return null;
+    return { kind: "unix", socketPath, listen: `unix/${socketPath}` };
+  }
+  const m = /^http:\/\/(127\.0\.0\.1|localhost|\[::1\]):(\d{1,5})\/?$/.exec(address);
+  const port = Number(m?.[2]);
+  if (!m || port < 1 || port > 65535) return null;
+  return { kind: "tcp", host: m[1]!.replace(/^\[|\]$/g, ""), port, listen: `${m[1]}:${port}` };
 }
 
 export class HttpCaddyAdmin implements CaddyAdmin {
-  readonly #base: string;
+  readonly #address: CaddyAdminAddress;
   readonly #timeoutMs: number;
-  readonly #fetch: typeof fetch;
 
-  constructor(opts: CaddyAdminOptions) {
-    this.#base = opts.baseUrl.replace(/\/+$/, "");
+  constructor(opts: { address: string; timeoutMs?: number }) {
+    const parsed = parseCaddyAdminAddress(opts.address);
+    if (!parsed) throw new EdgeError("caddy_unreachable", `not a Caddy admin address: ${opts.address}`);
+    this.#address = parsed;
     this.#timeoutMs = opts.timeoutMs ?? 10_000;
-    this.#fetch = opts.fetch ?? fetch;
   }
 
   async load(config: unknown): Promise<void> {
@@ -55,32 +72,61 @@ export class HttpCaddyAdmin implements CaddyAdmin {
   }
 
   async #call(method: string, path: string, body?: string): Promise<string> {
-    let res: Response | null = null;
-    // Caddy restarts its admin listener on every config load, so a pooled keep-alive
-    // connection can be dead on the next call. One retry on a transport error covers that;
-    // it is safe for POST /load too, since Caddy ignores a load identical to the running config.
-    for (let attempt = 1; !res; attempt++) {
+    // Caddy restarts its admin listener on every config load, so the first attempt can meet
+    // a listener that is going away. One retry on a transport error covers that; it is safe
+    // for POST /load too, since Caddy ignores a load identical to the running config.
+    for (let attempt = 1; ; attempt++) {
+      let res: { status: number; text: string };
       try {
-        res = await this.#fetch(`${this.#base}${path}`, {
-          method,
-          ...(body === undefined ? {} : { body, headers: { "content-type": "application/json" } }),
-          signal: AbortSignal.timeout(this.#timeoutMs),
-        });
+        res = await this.#send(method, path, body);
       } catch (err) {
-        if (attempt < 2 && !(err instanceof DOMException && err.name === "TimeoutError")) continue;
+        const timedOut = err instanceof Error && err.name === "TimeoutError";
+        if (attempt < 2 && !timedOut) continue;
         throw new EdgeError("caddy_unreachable", "Caddy admin API is unreachable", {
           cause: err,
           details: { method, path, attempt },
         });
       }
+      if (res.status < 200 || res.status > 299) {
+        // Caddy answers errors as {"error": "..."}; keep its message for the log, not for users.
+        throw new EdgeError("caddy_rejected", `Caddy admin ${method} ${path} answered ${res.status}`, {
+          details: { status: res.status, body: res.text.slice(0, 500) },
+        });
+      }
+      return res.text;
     }
-    const text = await res.text().catch(() => "");
-    if (!res.ok) {
-      // Caddy answers errors as {"error": "..."}; keep its message for the log, not for users.
-      throw new EdgeError("caddy_rejected", `Caddy admin ${method} ${path} answered ${res.status}`, {
-        details: { status: res.status, body: text.slice(0, 500) },
-      });
-    }
-    return text;
+  }
+
+  #send(method: string, path: string, body?: string): Promise<{ status: number; text: string }> {
+    const a = this.#address;
+    return new Promise((resolve, reject) => {
+      const req = request(
+        {
+          method,
+          path,
+          ...(a.kind === "unix"
+            ? // Caddy accepts only an empty Host on its unix socket listener.
+              { socketPath: a.socketPath, setHost: false }
+            : { host: a.host, port: a.port }),
+          headers: {
+            ...(a.kind === "unix" ? { host: "" } : {}),
+            ...(body === undefined ? {} : { "content-type": "application/json" }),
+          },
+          signal: AbortSignal.timeout(this.#timeoutMs),
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("end", () =>
+            resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }),
+          );
+          res.on("error", reject);
+        },
+      );
+      req.on("error", (err) =>
+        reject(err.name === "AbortError" ? Object.assign(err, { name: "TimeoutError" }) : err),
+      );
+      req.end(body);
+    });
   }
 }

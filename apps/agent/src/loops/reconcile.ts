@@ -97,6 +97,15 @@ export class Reconciler extends BackgroundLoop {
       }
     };
 
+    // The isolation firewall is rewritten whole, so a rule someone removed comes back.
+    const network = h.network;
+    if (network) {
+      await attempt("firewall", async () => {
+        await network.ensureBridge();
+        return null;
+      });
+    }
+
     const boxes = h.boxes.all();
     for (const box of boxes) {
       if (this.d.runner.busy(box.slug)) continue;
@@ -153,8 +162,7 @@ export class Reconciler extends BackgroundLoop {
           return { kind: "freed_ip", slug: a.slug, ip: a.ip };
         });
       }
-      if (h.network) {
-        const network = h.network;
+      if (network) {
         const knownTaps = new Set(h.boxes.all().flatMap((b) => (b.tap ? [b.tap] : [])));
         knownTaps.add(tapNameForIp(h.ipPool.golden()));
         for (const tap of await network.listTaps()) {

@@ -29,12 +29,14 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Extra environment on top of the agent's. */
   env?: Record<string, string>;
+  /** Written to the program's stdin, which is then closed. */
+  input?: string;
 }
 
 /** Runs a program with an argument array (never a shell) and returns its stdout. */
 export function run(file: string, args: readonly string[], opts: RunOptions = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(
+    const child = execFile(
       file,
       args,
       {
@@ -51,6 +53,7 @@ export function run(file: string, args: readonly string[], opts: RunOptions = {}
         resolve(String(stdout));
       },
     );
+    if (opts.input !== undefined) child.stdin?.end(opts.input);
   });
 }
 

@@ -1,7 +1,18 @@
 import type { Logger } from "pino";
-import type { HostNetwork } from "../vmm/executor.ts";
+import type { AgentConfig } from "../config.ts";
+import type { GuestAddress, HostNetwork } from "../vmm/executor.ts";
 import { CommandError, inNetns, run } from "./command.ts";
 import { NetworkError } from "./errors.ts";
+import {
+  addPortScript,
+  deletePortsScript,
+  edgePorts,
+  FIREWALL_TABLE,
+  firewallScript,
+  type PortIdentity,
+  parsePortSet,
+  removeTablesScript,
+} from "./firewall.ts";
 import { ipToNum, numToIp } from "./ipv4.ts";
 import { isValidIfName, TAP_PREFIX } from "./naming.ts";
 
@@ -13,6 +24,10 @@ export interface LinuxHostNetworkConfig {
   /** Run every command inside this network namespace (tests, local stack). */
   netns?: string | null;
   tapPrefix?: string;
+  /** TCP ports on the gateway boxes may open (the metadata service). */
+  gatewayPorts?: readonly number[];
+  /** TCP ports on any host address boxes may open (the edge). */
+  hostPorts?: readonly number[];
   log?: Logger;
 }
 
@@ -26,9 +41,11 @@ interface IpAddr {
 }
 
 /**
- * Host side of the VM network with iproute2 and iptables (spec page 05 §2): a bridge with
- * the gateway address, one host-wide MASQUERADE rule for the box CIDR, and one TAP per VM.
- * Every method checks before it changes anything, so repeating a call is harmless.
+ * Host side of the VM network with iproute2 and nftables (spec page 05 §2): a bridge with
+ * the gateway address, the box-isolation firewall with its NAT (`firewall.ts`), and one
+ * isolated TAP per VM that may send only as its box. Every method checks before it changes
+ * anything, so repeating a call is harmless; the firewall is rewritten whole by
+ * `ensureBridge`, which the agent calls at start and on every reconcile.
  */
 export class LinuxHostNetwork implements HostNetwork {
   readonly bridge: string;
@@ -37,7 +54,13 @@ export class LinuxHostNetwork implements HostNetwork {
   readonly prefix: number;
   readonly cidr: string;
   readonly #tapPrefix: string;
+  readonly #gatewayPorts: readonly number[];
+  readonly #hostPorts: readonly number[];
   readonly #log: Logger | undefined;
+  /** Each TAP's identity, as the firewall's `ports` set must hold it. */
+  #ports: Map<string, PortIdentity> | null = null;
+  /** nft changes run one at a time, so a whole-table rewrite never drops a port added meanwhile. */
+  #nftQueue: Promise<unknown> = Promise.resolve();
 
   constructor(config: LinuxHostNetworkConfig) {
     if (!isValidIfName(config.bridge))
@@ -53,6 +76,8 @@ export class LinuxHostNetwork implements HostNetwork {
     this.cidr = `${numToIp(network)}/${prefix}`;
     this.gateway = numToIp(network + 1);
     this.#tapPrefix = config.tapPrefix ?? TAP_PREFIX;
+    this.#gatewayPorts = config.gatewayPorts ?? [];
+    this.#hostPorts = config.hostPorts ?? [];
     this.#log = config.log;
   }
 
@@ -75,24 +100,63 @@ export class LinuxHostNetwork implements HostNetwork {
     }
     await this.#ip(["link", "set", "dev", this.bridge, "up"]);
     await this.#exec("sysctl", ["-q", "-w", "net.ipv4.ip_forward=1"]);
-    const rule = ["POSTROUTING", "-s", this.cidr, "!", "-d", this.cidr, "-j", "MASQUERADE"];
-    try {
-      await this.#exec("iptables", ["-w", "5", "-t", "nat", "-C", ...rule]);
-    } catch (err) {
-      if (!(err instanceof NetworkError && err.cause instanceof CommandError && err.cause.exitCode === 1))
-        throw err;
-      await this.#exec("iptables", ["-w", "5", "-t", "nat", "-A", ...rule]);
-      this.#log?.info({ cidr: this.cidr, netns: this.netns }, "masquerade rule added");
-    }
+    await this.#nft(async () => {
+      // After an agent restart the kernel still holds the running boxes' entries: keep
+      // those whose TAP still exists, so their traffic never stops.
+      if (!this.#ports) {
+        const taps = new Set(await this.listTaps());
+        this.#ports = new Map(
+          (await this.#listPorts()).filter((p) => taps.has(p.tap)).map((p) => [p.tap, p]),
+        );
+      }
+      await this.#nftScript(
+        firewallScript(
+          {
+            bridge: this.bridge,
+            cidr: this.cidr,
+            gateway: this.gateway,
+            tapPrefix: this.#tapPrefix,
+            gatewayPorts: this.#gatewayPorts,
+            hostPorts: this.#hostPorts,
+          },
+          [...this.#ports.values()],
+        ),
+      );
+    });
   }
 
-  async createTap(tap: string): Promise<void> {
+  async createTap(tap: string, guest: GuestAddress): Promise<void> {
     this.#checkTap(tap);
-    if (!(await this.#linkExists(tap))) {
-      await this.#tolerate(this.#ip(["tuntap", "add", "dev", tap, "mode", "tap"]), "File exists");
+    const port: PortIdentity = { tap, mac: guest.mac.toLowerCase(), ip: guest.ip };
+    // One nft and one ip run, side by side: every spawn here is on the create path. The
+    // guest starts only after both, and frames from a TAP not in the set are dropped anyway.
+    await Promise.all([this.#allowPort(port), this.#attachTap(tap)]);
+  }
+
+  /** The TAP's one permitted source identity in the firewall's `ports` set. */
+  #allowPort(port: PortIdentity): Promise<void> {
+    return this.#nft(async () => {
+      const ports = await this.#portsMap();
+      const old = ports.get(port.tap);
+      const stale = old && (old.mac !== port.mac || old.ip !== port.ip) ? deletePortsScript([old]) : "";
+      await this.#nftScript(stale + addPortScript(port));
+      ports.set(port.tap, port);
+    });
+  }
+
+  /** Creates the TAP, enslaves it and isolates the port: an isolated port forwards only to the bridge itself, never to another box's TAP. */
+  async #attachTap(tap: string): Promise<void> {
+    const attach = [
+      `link set dev ${tap} master ${this.bridge} up`,
+      `link set dev ${tap} type bridge_slave isolated on`,
+    ];
+    try {
+      await this.#ip(["-batch", "-"], [`tuntap add dev ${tap} mode tap`, ...attach]);
+    } catch (err) {
+      // The TAP is left from an earlier run of this job (a TAP that exists is "busy").
+      if (!/File exists|Device or resource busy/.test(stderrOf(err))) throw err;
+      await this.#ip(["-batch", "-"], attach);
     }
-    // One `ip` run for both: every spawn here is on the create path.
-    await this.#ip(["link", "set", "dev", tap, "master", this.bridge, "up"]);
   }
 
   async removeTap(tap: string): Promise<void> {
@@ -100,12 +164,27 @@ export class LinuxHostNetwork implements HostNetwork {
     try {
       await this.#ip(["link", "del", "dev", tap]);
     } catch (err) {
-      if (isGone(err)) {
-        this.#log?.debug({ tap }, "tap already gone");
-        return;
-      }
-      throw err;
+      if (!isGone(err)) throw err;
+      this.#log?.debug({ tap }, "tap already gone");
     }
+    await this.#nft(async () => {
+      const ports = await this.#portsMap();
+      const old = ports.get(tap);
+      if (!old) return;
+      await this.#tolerate(this.#nftScript(deletePortsScript([old])), "No such file or directory");
+      ports.delete(tap);
+    });
+  }
+
+  /** Removes the firewall, every TAP and the bridge: nothing of the box network is left. */
+  async teardown(): Promise<void> {
+    for (const tap of await this.listTaps()) await this.removeTap(tap);
+    await this.#nft(async () => {
+      await this.#nftScript(removeTablesScript());
+      this.#ports = new Map();
+    });
+    if (await this.#linkExists(this.bridge)) await this.#ip(["link", "del", "dev", this.bridge]);
+    this.#log?.info({ bridge: this.bridge, netns: this.netns }, "box network removed");
   }
 
   async listTaps(): Promise<string[]> {
@@ -142,35 +221,73 @@ export class LinuxHostNetwork implements HostNetwork {
     try {
       await p;
     } catch (err) {
-      if (
-        err instanceof NetworkError &&
-        err.cause instanceof CommandError &&
-        err.cause.stderr.includes(message)
-      )
-        return;
+      if (!stderrOf(err).includes(message)) throw err;
+    }
+  }
+
+  async #portsMap(): Promise<Map<string, PortIdentity>> {
+    this.#ports ??= new Map((await this.#listPorts()).map((p) => [p.tap, p]));
+    return this.#ports;
+  }
+
+  /** The firewall's `ports` set as the kernel holds it (empty before the first install). */
+  async #listPorts(): Promise<PortIdentity[]> {
+    try {
+      return parsePortSet(await this.#exec("nft", ["-j", "list", "set", "bridge", FIREWALL_TABLE, "ports"]));
+    } catch (err) {
+      if (err instanceof NetworkError && err.cause instanceof CommandError) return [];
       throw err;
     }
   }
 
-  #ip(args: string[]): Promise<string> {
-    return this.#wrap("ip", this.netns ? ["-n", this.netns, ...args] : args);
+  #nft<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.#nftQueue.then(fn, fn);
+    this.#nftQueue = next.catch(() => undefined);
+    return next;
   }
 
-  #exec(file: string, args: string[]): Promise<string> {
+  #nftScript(script: string): Promise<string> {
+    return this.#exec("nft", ["-f", "-"], script);
+  }
+
+  #ip(args: string[], lines?: string[]): Promise<string> {
+    return this.#wrap(
+      "ip",
+      this.netns ? ["-n", this.netns, ...args] : args,
+      lines && `${lines.join("\n")}\n`,
+    );
+  }
+
+  #exec(file: string, args: string[], input?: string): Promise<string> {
     const [f, a] = inNetns(this.netns, file, args);
-    return this.#wrap(f, a);
+    return this.#wrap(f, a, input);
   }
 
-  async #wrap(file: string, args: string[]): Promise<string> {
+  async #wrap(file: string, args: string[], input?: string): Promise<string> {
     try {
-      return await run(file, args, { timeoutMs: 20_000 });
+      return await run(file, args, { timeoutMs: 20_000, ...(input === undefined ? {} : { input }) });
     } catch (err) {
       throw new NetworkError("command_failed", err instanceof Error ? err.message : String(err), err);
     }
   }
 }
 
+function stderrOf(err: unknown): string {
+  return err instanceof NetworkError && err.cause instanceof CommandError ? err.cause.stderr : "";
+}
+
 function isGone(err: unknown): boolean {
-  const stderr = err instanceof NetworkError && err.cause instanceof CommandError ? err.cause.stderr : "";
-  return /does not exist|Cannot find device|No such device/.test(stderr);
+  return /does not exist|Cannot find device|No such device/.test(stderrOf(err));
+}
+
+/** The tap-mode host network an agent's config describes: boxes may reach the metadata service and the edge. */
+export function hostNetworkFor(config: AgentConfig, netns: string | null, log: Logger): LinuxHostNetwork {
+  return new LinuxHostNetwork({
+    bridge: config.bridge.name,
+    cidr: config.bridge.cidr,
+    netns,
+    gatewayPorts: config.metadata.enabled ? [config.metadata.port] : [],
+    hostPorts: edgePorts(config.edge),
+    log,
+  });
 }

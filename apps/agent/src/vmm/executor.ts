@@ -38,8 +38,8 @@ export interface BoxSecrets {
   admin_password: string;
 }
 
-/** Fixed size the metadata blob is padded to (fw_cfg keeps the size seen at module load). */
-export const METADATA_SIZE = 16 * 1024;
+/** Fixed size the metadata blob is padded to; one limit with the control plane's env budget. */
+export { METADATA_SIZE } from "@doppio/contracts";
 
 export interface VmSpec {
   slug: string;
@@ -129,11 +129,23 @@ export interface Executor {
  * Host side of a VM's network (spec page 05 §2). Executors create the TAP before the
  * VMM opens it and remove it on stop; every method tolerates "already done".
  */
+/** The only source addresses a box's TAP may send with. */
+export interface GuestAddress {
+  ip: string;
+  mac: string;
+}
+
 export interface HostNetwork {
-  /** Bridge with the gateway address and the host-wide MASQUERADE rule. */
+  /**
+   * Bridge with the gateway address, NAT and the box-isolation firewall, rewritten whole
+   * (the agent calls it at start and on every reconcile, which repairs changed rules).
+   */
   ensureBridge(): Promise<void>;
-  createTap(tap: string): Promise<void>;
+  /** An isolated TAP on the bridge that may send only with the guest's MAC and IP. */
+  createTap(tap: string, guest: GuestAddress): Promise<void>;
   removeTap(tap: string): Promise<void>;
   /** TAPs this agent owns (by name prefix), for reconcile. */
   listTaps(): Promise<string[]>;
+  /** Removes every TAP, the firewall and the bridge. */
+  teardown(): Promise<void>;
 }

@@ -4,6 +4,7 @@ import { sleep } from "../clock.ts";
 import type {
   Executor,
   GoldenInfo,
+  GuestAddress,
   HostNetwork,
   StepReporter,
   TemplateSpec,
@@ -231,7 +232,7 @@ export class FakeExecutor implements Executor, HostNetwork {
 
   // HostNetwork
   async ensureBridge(): Promise<void> {}
-  async createTap(tap: string): Promise<void> {
+  async createTap(tap: string, _guest?: GuestAddress): Promise<void> {
     if (!this.#host.taps.includes(tap)) this.#host.taps.push(tap);
     this.#save();
   }
@@ -243,13 +244,17 @@ export class FakeExecutor implements Executor, HostNetwork {
   async listTaps(): Promise<string[]> {
     return [...this.#host.taps];
   }
+  async teardown(): Promise<void> {
+    this.#host.taps = [];
+    this.#save();
+  }
 
   async #bring(spec: VmSpec, report: StepReporter, steps: readonly StepName[]): Promise<Upstream> {
     const existing = this.#host.vms[spec.slug];
     if (existing?.state === "running") return upstreamAt(existing.ip);
     for (const name of steps) {
       await this.#step(report, name, async () => {
-        if (name === "setup_network" && spec.net.tap) await this.createTap(spec.net.tap);
+        if (name === "setup_network" && spec.net.tap) await this.createTap(spec.net.tap, spec.net);
       });
     }
     this.#host.vms[spec.slug] = {

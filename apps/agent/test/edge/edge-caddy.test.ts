@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HttpCaddyAdmin } from "../../src/edge/caddy-admin.ts";
 import { findCaddy } from "../support/caddy.ts";
 import { closed, echo, edgeRequest, openWs, seen } from "./fixtures.ts";
 import { cookieFrom, DOMAIN, type Edge, forHost, startEdge } from "./harness.ts";
@@ -195,7 +194,7 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
       expect((await req(site("bravo"), "/")).status).toBe(404);
       expect(await e.keeper.ensureConfig()).toBe("unchanged");
       // Even a forced re-load of the identical config is a no-op for Caddy.
-      await new HttpCaddyAdmin({ baseUrl: e.caddy.adminUrl }).load(e.desiredConfig);
+      await e.caddy.admin.load(e.desiredConfig);
 
       expect(await echo(ws, "two")).toBe(`code:${code("alpha")}:two`);
       expect(closedEarly).toBe(false);
@@ -212,11 +211,7 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
       match: [{ host: ["unrelated.example"] }],
       handle: [{ handler: "static_response", body: "x" }],
     };
-    const res = await fetch(`${e.caddy.adminUrl}/config/apps/http/servers/doppio/routes`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(unrelated),
-    });
+    const res = await e.caddy.adminRequest("POST", "/config/apps/http/servers/doppio/routes", unrelated);
     expect(res.status).toBe(200);
     await closed(ws, 10_000);
     // The keeper notices the drift and puts the static config back.
@@ -227,7 +222,7 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
   it("Caddy SIGKILLed and restarted empty: ensureConfig() restores routing", async () => {
     await e.caddy.stop("SIGKILL");
     await e.caddy.start();
-    const running = (await fetch(`${e.caddy.adminUrl}/config/`).then((r) => r.json())) as { apps?: unknown };
+    const running = JSON.parse((await e.caddy.adminRequest("GET", "/config/")).text) as { apps?: unknown };
     expect(running.apps).toBeUndefined();
     await expect(req(site("alpha"), "/")).rejects.toThrow(/ECONNREFUSED/);
     expect(await e.keeper.ensureConfig()).toBe("loaded");

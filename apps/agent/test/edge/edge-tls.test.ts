@@ -6,7 +6,6 @@ import { connect } from "node:tls";
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EdgeAccess } from "../../src/edge/access.ts";
-import { HttpCaddyAdmin } from "../../src/edge/caddy-admin.ts";
 import { buildEdgeConfig } from "../../src/edge/caddy-config.ts";
 import { EdgeConfigKeeper } from "../../src/edge/edge-config.ts";
 import { edgePlugin } from "../../src/edge/plugin.ts";
@@ -86,9 +85,7 @@ describe.skipIf(!hasCaddy)("on-demand TLS (no DNS token) against a real Caddy 2.
     });
     await caddy.start(config);
     // Caddy started from the very config the agent wants: the keeper must not reload it.
-    expect(
-      await new EdgeConfigKeeper(new HttpCaddyAdmin({ baseUrl: caddy.adminUrl }), config).ensureConfig(),
-    ).toBe("unchanged");
+    expect(await new EdgeConfigKeeper(caddy.admin, config).ensureConfig()).toBe("unchanged");
   });
 
   afterAll(async () => {

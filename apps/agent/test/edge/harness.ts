@@ -5,7 +5,6 @@ import { type AccessClaims, generateEd25519, hostKey, mint, sign } from "@doppio
 import { parseBoxHost } from "@doppio/contracts";
 import Fastify, { type FastifyInstance } from "fastify";
 import { EdgeAccess, loadOrCreateCookieKey } from "../../src/edge/access.ts";
-import { HttpCaddyAdmin } from "../../src/edge/caddy-admin.ts";
 import { buildEdgeConfig } from "../../src/edge/caddy-config.ts";
 import { EdgeConfigKeeper } from "../../src/edge/edge-config.ts";
 import { edgePlugin } from "../../src/edge/plugin.ts";
@@ -91,7 +90,7 @@ export async function startEdge(): Promise<Edge> {
     tls: { mode: "http", listen: edge },
   });
   await caddy.start();
-  const keeper = new EdgeConfigKeeper(new HttpCaddyAdmin({ baseUrl: caddy.adminUrl }), desiredConfig);
+  const keeper = new EdgeConfigKeeper(caddy.admin, desiredConfig);
 
   const stopAgentApi = async () => {
     await running.agent.close();

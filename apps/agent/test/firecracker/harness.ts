@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { StepName } from "@doppio/contracts";
 import { pino } from "pino";
-import type { BoxMetadata, HostNetwork, StepReporter, VmSpec } from "../../src/vmm/executor.ts";
+import type { BoxMetadata, GuestAddress, HostNetwork, StepReporter, VmSpec } from "../../src/vmm/executor.ts";
 import { type FirecrackerConfig, firecrackerConfig } from "../../src/vmm/firecracker/config.ts";
 import { FirecrackerExecutor, resolveExecName } from "../../src/vmm/firecracker/executor.ts";
 import type { ReadinessProbe } from "../../src/vmm/firecracker/golden.ts";
@@ -94,8 +94,8 @@ export class RecordingNetwork implements HostNetwork {
   async ensureBridge(): Promise<void> {
     this.calls.push("ensureBridge");
   }
-  async createTap(tap: string): Promise<void> {
-    this.calls.push(`createTap ${tap}`);
+  async createTap(tap: string, guest: GuestAddress): Promise<void> {
+    this.calls.push(`createTap ${tap} ${guest.ip} ${guest.mac}`);
     this.taps.add(tap);
   }
   async removeTap(tap: string): Promise<void> {
@@ -104,6 +104,10 @@ export class RecordingNetwork implements HostNetwork {
   }
   async listTaps(): Promise<string[]> {
     return [...this.taps];
+  }
+  async teardown(): Promise<void> {
+    this.calls.push("teardown");
+    this.taps.clear();
   }
 }
 

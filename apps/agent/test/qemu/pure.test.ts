@@ -83,12 +83,14 @@ describe("qemuArgs", () => {
         prefix: 16,
         gateway: "10.0.0.1",
         forwards: [{ hostPort: 41000, guestPort: 8000 }],
+        guestForwards: [{ guestPort: 8169, hostPort: 8169 }],
       },
     });
     expect(devices(golden)).toEqual(devices(tap));
     expect(devices(user)).toEqual(devices(tap));
     expect(user.join(" ")).toContain("hostfwd=tcp:127.0.0.1:41000-10.0.0.2:8000");
-    expect(user.join(" ")).toContain("net=10.0.0.0/16,host=10.0.0.1,dns=10.0.255.254");
+    expect(user.join(" ")).toContain("net=10.0.0.0/16,host=10.0.255.254,dns=10.0.0.0,restrict=on");
+    expect(user.join(" ")).toContain("guestfwd=tcp:10.0.0.1:8169-cmd:socat - TCP:127.0.0.1:8169");
   });
 
   it("restores paused from an exec: migration stream", () => {

@@ -1,8 +1,10 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { request } from "node:http";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { HttpCaddyAdmin } from "../../src/edge/caddy-admin.ts";
 
 /** Path of the caddy binary, or null (tests then skip loudly). */
 export function findCaddy(): string | null {
@@ -27,24 +29,53 @@ export async function freePort(): Promise<number> {
 
 /**
  * A real Caddy on loopback, started with `caddy run --config <tmp>.json`, its admin API on
- * a free loopback port, HOME/XDG dirs inside a temp dir so nothing leaks into the machine.
+ * a unix socket in a temp dir (as the agent runs it), HOME/XDG dirs inside that dir so
+ * nothing leaks into the machine.
  */
 export class TestCaddy {
+  /** As Caddy's config names it (`admin.listen`). */
   readonly adminListen: string;
-  readonly adminUrl: string;
+  /** As the agent's config names it (`caddyAdmin`). */
+  readonly adminAddress: string;
+  readonly admin: HttpCaddyAdmin;
   readonly #dir: string;
   #proc: ChildProcess | null = null;
   #log = "";
 
-  private constructor(dir: string, adminPort: number) {
+  private constructor(dir: string) {
     this.#dir = dir;
-    this.adminListen = `127.0.0.1:${adminPort}`;
-    this.adminUrl = `http://${this.adminListen}`;
+    const socket = join(dir, "admin.sock");
+    this.adminListen = `unix/${socket}`;
+    this.adminAddress = `unix:${socket}`;
+    this.admin = new HttpCaddyAdmin({ address: this.adminAddress });
   }
 
   static async create(): Promise<TestCaddy> {
-    const dir = await mkdtemp(join(tmpdir(), "doppio-caddy-"));
-    return new TestCaddy(dir, await freePort());
+    return new TestCaddy(await mkdtemp(join(tmpdir(), "doppio-caddy-")));
+  }
+
+  /** A raw admin API call (tests that change Caddy's config behind the agent's back). */
+  adminRequest(method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
+    return new Promise((resolve, reject) => {
+      const req = request(
+        {
+          socketPath: join(this.#dir, "admin.sock"),
+          setHost: false,
+          method,
+          path,
+          headers: { host: "", ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        },
+        (res) => {
+          let text = "";
+          res.on("data", (c: Buffer) => {
+            text += c.toString("utf8");
+          });
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+        },
+      );
+      req.on("error", reject);
+      req.end(body === undefined ? undefined : JSON.stringify(body));
+    });
   }
 
   get pid(): number | undefined {
@@ -73,13 +104,7 @@ export class TestCaddy {
     const deadline = Date.now() + 15_000;
     while (Date.now() < deadline) {
       if (proc.exitCode !== null) throw new Error(`caddy exited ${proc.exitCode}:\n${this.#log}`);
-      try {
-        const res = await fetch(`${this.adminUrl}/config/`);
-        await res.text();
-        if (res.ok) return;
-      } catch {
-        // not listening yet
-      }
+      if (await this.admin.healthy()) return;
       await new Promise((r) => setTimeout(r, 50));
     }
     throw new Error(`caddy admin did not come up:\n${this.#log}`);

@@ -6,9 +6,9 @@ export function netnsUnavailable(): string | null {
   if (process.getuid?.() !== 0) return "not running as root";
   try {
     execFileSync("ip", ["-V"], { stdio: "ignore" });
-    execFileSync("iptables", ["-V"], { stdio: "ignore" });
+    execFileSync("nft", ["--version"], { stdio: "ignore" });
   } catch {
-    return "iproute2/iptables missing";
+    return "iproute2/nftables missing";
   }
   return null;
 }

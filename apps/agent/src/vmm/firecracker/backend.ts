@@ -2,7 +2,7 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import type { Backend } from "../../backends.ts";
 import type { AgentConfig } from "../../config.ts";
-import { LinuxHostNetwork } from "../../net/host-network.ts";
+import { hostNetworkFor } from "../../net/host-network.ts";
 import { ipToNum, numToIp } from "../../net/ipv4.ts";
 import { macForIp, tapNameForIp } from "../../net/naming.ts";
 import { assertPrerequisites, createFirecrackerExecutor, firecrackerConfig } from "./index.ts";
@@ -44,7 +44,7 @@ export async function createBackend(config: AgentConfig, log: Logger): Promise<B
       },
     },
   });
-  const hostNet = new LinuxHostNetwork({ bridge: config.bridge.name, cidr: config.bridge.cidr, log });
+  const hostNet = hostNetworkFor(config, null, log);
   const executor = await createFirecrackerExecutor(cfg, hostNet, log);
   log.info({ firecracker: host.firecrackerVersion, cgroup: host.cgroup2Mount }, "firecracker backend ready");
   return { executor, network: hostNet };

@@ -94,7 +94,7 @@ export class FirecrackerExecutor implements Executor {
         await cloneDisk(path.join(golden.dir, "volume.ext4"), this.layout.vmFile(spec.slug, "volume.ext4"));
         await growTo(this.layout.vmFile(spec.slug, "volume.ext4"), spec.diskGb);
       });
-      await this.setupNetwork(tap, report, cleanup);
+      await this.setupNetwork(spec, report, cleanup);
       const { client } = await report.step("restore_vm", async () => {
         const files = [
           ...this.diskFiles(spec.slug),
@@ -297,11 +297,10 @@ export class FirecrackerExecutor implements Executor {
     ];
   }
 
-  private async setupNetwork(tap: string, report: StepReporter, cleanup: CleanupStack): Promise<void> {
-    await report.step("setup_network", async () => {
-      await this.d.network.ensureBridge();
-      await this.d.network.createTap(tap);
-    });
+  private async setupNetwork(spec: VmSpec, report: StepReporter, cleanup: CleanupStack): Promise<void> {
+    const tap = requireTap(spec);
+    // The bridge and firewall exist since the agent started (and reconcile repairs them).
+    await report.step("setup_network", () => this.d.network.createTap(tap, spec.net));
     cleanup.push("remove tap", () => this.d.network.removeTap(tap));
   }
 
@@ -332,7 +331,7 @@ export class FirecrackerExecutor implements Executor {
       this.layout.vmFile(spec.slug, "firecracker.log"),
       this.layout.vmFile(spec.slug, "metrics.json"),
     ]);
-    await this.setupNetwork(requireTap(spec), report, cleanup);
+    await this.setupNetwork(spec, report, cleanup);
     await report.step("boot_vm", async () => {
       const files = [
         { host: this.d.cfg.kernelPath, inJail: IN_JAIL.kernel, owned: false },

@@ -132,10 +132,7 @@ export async function buildGolden(
       await createVolume(path.join(buildDir, "volume.ext4"), cfg.golden.volumeGb);
       await touchLogs([path.join(buildDir, "firecracker.log"), path.join(buildDir, "metrics.json")]);
     });
-    await report.step("setup_network", async () => {
-      await deps.network.ensureBridge();
-      await deps.network.createTap(net.tap);
-    });
+    await report.step("setup_network", () => deps.network.createTap(net.tap, net));
     cleanup.push("remove tap", () => deps.network.removeTap(net.tap));
     cleanup.push("remove jail", () => removeJail(deps, jailId));
     const { pid, client } = await report.step("boot_vm", async () => {

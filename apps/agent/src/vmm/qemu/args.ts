@@ -5,7 +5,12 @@ export type Accel = "kvm" | "tcg";
 export type NetAttachment =
   /** TAP on the host bridge; the guest is reached at its own IP. */
   | { kind: "tap"; tap: string; mac: string }
-  /** QEMU user-mode networking with loopback port forwards (laptop mode, no root). */
+  /**
+   * QEMU user-mode networking (laptop mode, no root): `restrict=on`, so the guest opens no
+   * connection anywhere (QEMU would otherwise map the gateway to the host's loopback, with
+   * Caddy's admin API and the agent on it) except `guestForwards`; `forwards` bring the
+   * template's ports in from the host's loopback.
+   */
   | {
       kind: "user";
       mac: string;
@@ -13,6 +18,8 @@ export type NetAttachment =
       prefix: number;
       gateway: string;
       forwards: Array<{ hostPort: number; guestPort: number }>;
+      /** gateway:guestPort → 127.0.0.1:hostPort, one socat per connection. */
+      guestForwards: Array<{ guestPort: number; hostPort: number }>;
     }
   /** A NIC without a backend: the golden build, so clones may use either backend. */
   | { kind: "none"; mac: string };
@@ -106,15 +113,22 @@ function netArgs(net: NetAttachment): string[] {
     case "user": {
       const size = 2 ** (32 - net.prefix);
       const network = Math.floor(ipToNum(net.ip) / size) * size;
-      // slirp's own DNS address must not collide with a box address: use the reserved
-      // last usable address of the network (the golden IP, which never uses user mode).
-      const dns = numToIp(network + size - 2);
+      // slirp's own addresses must not collide with a box address, and its host address
+      // cannot carry a guestfwd: slirp sits on the reserved golden IP (which never uses
+      // user mode) with its DNS on the network address, and the guest's gateway is only
+      // the guestfwd address of the metadata service (the same URL as in tap mode).
+      const slirpHost = numToIp(network + size - 2);
+      const dns = numToIp(network);
       const fwd = net.forwards
         .map((f) => `,hostfwd=tcp:127.0.0.1:${f.hostPort}-${net.ip}:${f.guestPort}`)
         .join("");
+      // A `tcp:` guestfwd serves one connection only; `cmd:` runs socat for each one.
+      const guestFwd = net.guestForwards
+        .map((f) => `,guestfwd=tcp:${net.gateway}:${f.guestPort}-cmd:socat - TCP:127.0.0.1:${f.hostPort}`)
+        .join("");
       return [
         "-netdev",
-        `user,id=net0,net=${numToIp(network)}/${net.prefix},host=${net.gateway},dns=${dns}${fwd}`,
+        `user,id=net0,net=${numToIp(network)}/${net.prefix},host=${slirpHost},dns=${dns},restrict=on${fwd}${guestFwd}`,
         "-device",
         `virtio-net-device,netdev=net0,mac=${net.mac}`,
       ];

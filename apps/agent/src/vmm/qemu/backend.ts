@@ -2,7 +2,7 @@ import { join } from "node:path";
 import type { Logger } from "pino";
 import type { Backend } from "../../backends.ts";
 import type { AgentConfig } from "../../config.ts";
-import { LinuxHostNetwork } from "../../net/host-network.ts";
+import { hostNetworkFor } from "../../net/host-network.ts";
 import { ipToNum, numToIp } from "../../net/ipv4.ts";
 import { QemuExecutor } from "./executor.ts";
 
@@ -23,10 +23,8 @@ export async function createBackend(
   const size = 2 ** (32 - prefix);
   const network = Math.floor(ipToNum(addr) / size) * size;
   const gateway = numToIp(network + 1);
-  const hostNet =
-    config.networkMode === "tap"
-      ? new LinuxHostNetwork({ bridge: config.bridge.name, cidr: config.bridge.cidr, netns, log })
-      : null;
+  const metadataPort = config.metadata.enabled ? config.metadata.port : null;
+  const hostNet = config.networkMode === "tap" ? hostNetworkFor(config, netns, log) : null;
   const executor = new QemuExecutor({
     dataDir: join(config.dataDir, "qemu"),
     imagesDir: join(config.dataDir, "images"),
@@ -35,6 +33,7 @@ export async function createBackend(
     // The last usable address of the pool is reserved for golden builds (spec page 03 §4a).
     goldenNet: { ip: numToIp(network + size - 2), prefix, gateway },
     accel: "auto",
+    userModeMetadataPort: metadataPort,
     log,
   });
   return { executor, network: hostNet };

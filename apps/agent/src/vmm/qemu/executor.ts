@@ -36,6 +36,11 @@ export interface QemuExecutorConfig {
   accelCacheFile?: string;
   /** Guest ports forwarded to loopback in user-mode networking. */
   userModePorts?: number[];
+  /**
+   * User-mode networking: the metadata service's port on the host's loopback; the guest
+   * reaches it at <gateway>:<same port>, and nothing else of the host (`restrict=on`).
+   */
+  userModeMetadataPort?: number | null;
   readyTimeoutMs?: number;
   qemuBinary?: string;
   log: Logger;
@@ -52,6 +57,7 @@ export class QemuExecutor implements Executor {
   readonly #ctx: QemuContext;
   readonly #network: HostNetwork | null;
   readonly #userPorts: number[];
+  readonly #userMetadataPort: number | null;
   readonly #locks = new Map<string, Promise<unknown>>();
   readonly #goldenBuilds = new Map<string, { version: string; error: string | null; building: boolean }>();
   #accel: Promise<{ accel: Accel; tscKhz: number | null }> | null = null;
@@ -62,6 +68,7 @@ export class QemuExecutor implements Executor {
     const log = config.log;
     this.#network = config.network;
     this.#userPorts = config.userModePorts ?? [8000, 8888];
+    this.#userMetadataPort = config.userModeMetadataPort ?? null;
     this.#ctx = {
       dataDir: config.dataDir,
       imagesDir: config.imagesDir,
@@ -305,7 +312,12 @@ export class QemuExecutor implements Executor {
   }
 
   #launchDeps(): LaunchDeps {
-    return { ctx: this.#ctx, network: this.#network, userPorts: this.#userPorts };
+    return {
+      ctx: this.#ctx,
+      network: this.#network,
+      userPorts: this.#userPorts,
+      userMetadataPort: this.#userMetadataPort,
+    };
   }
 
   /** Serialises actions per box (and per golden template) inside this agent. */

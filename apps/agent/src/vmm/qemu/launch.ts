@@ -26,6 +26,8 @@ export interface LaunchDeps {
   network: HostNetwork | null;
   /** Guest ports forwarded to loopback in user-mode networking. */
   userPorts: number[];
+  /** User-mode networking: the metadata service on loopback, the guest's only way out. */
+  userMetadataPort: number | null;
 }
 
 /** Disks (for new boxes), network, QEMU (boot or restore), then the guest's READY. */
@@ -78,7 +80,7 @@ export async function launchBox(
     if (spec.net.tap) {
       if (!deps.network)
         throw new QemuError("invalid_spec", "box asks for a TAP but the agent has no host network");
-      await deps.network.createTap(spec.net.tap);
+      await deps.network.createTap(spec.net.tap, spec.net);
       record.forwards = {};
       return { kind: "tap", tap: spec.net.tap, mac: spec.net.mac } satisfies NetAttachment;
     }
@@ -98,6 +100,9 @@ export async function launchBox(
       prefix: spec.net.prefix,
       gateway: spec.net.gateway,
       forwards,
+      guestForwards: deps.userMetadataPort
+        ? [{ guestPort: deps.userMetadataPort, hostPort: deps.userMetadataPort }]
+        : [],
     } satisfies NetAttachment;
   });
   await writeJson(paths.record, record);
