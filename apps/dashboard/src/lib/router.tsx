@@ -1,4 +1,5 @@
 import { type AnchorHTMLAttributes, type MouseEvent, useSyncExternalStore } from "react";
+import { safeNext } from "./next.ts";
 
 /** A very small history router: the dashboard has a handful of routes under /dashboard. */
 export const BASE = "/dashboard";
@@ -34,16 +35,17 @@ export function navigate(to: string, opts: { replace?: boolean } = {}): void {
 }
 
 /**
- * Where to go after signing in: only same-origin paths. Paths outside the dashboard (such as
- * /api/v1/access/open, which sent the user here) need a full page load.
+ * Where to go after signing in (`safeNext`: dashboard pages and the box hand-off only). The
+ * hand-off, /api/v1/access/open, is outside the SPA and needs a full page load.
  */
 export function goNext(next: string | null): void {
-  if (!next?.startsWith("/") || next.startsWith("//") || next.startsWith("/\\")) {
+  const target = safeNext(next, window.location.origin);
+  if (!target) {
     navigate("/", { replace: true });
-  } else if (next === BASE || next.startsWith(`${BASE}/`)) {
-    navigate(next, { replace: true });
+  } else if (target === BASE || target.startsWith(`${BASE}/`)) {
+    navigate(target, { replace: true });
   } else {
-    window.location.assign(next);
+    window.location.assign(target);
   }
 }
 
