@@ -42,10 +42,15 @@ function saveSecrets(secrets: Secrets): void {
 }
 
 async function api(method: string, route: string, body?: unknown, cookie?: string) {
+  // Cookie-authenticated changes must be JSON from the control plane's own origin (CSRF check).
+  const change = method !== "GET";
   const res = await fetch(`${API_URL}${route}`, {
     method,
-    headers: { ...(body ? { "content-type": "application/json" } : {}), ...(cookie ? { cookie } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
+    headers: {
+      ...(change ? { "content-type": "application/json", origin: new URL(API_URL).origin } : {}),
+      ...(cookie ? { cookie } : {}),
+    },
+    body: change ? JSON.stringify(body ?? {}) : undefined,
   });
   const text = await res.text();
   return {
@@ -55,16 +60,22 @@ async function api(method: string, route: string, body?: unknown, cookie?: strin
   };
 }
 
-/** The admin account (created on the first run) and a session for it. */
+/**
+ * The control plane creates the admin account from its configuration (ADMIN_EMAIL and this
+ * file) before it listens, so nobody can sign up first and take the install.
+ */
+function adminPasswordFile(secrets: Secrets): string {
+  const file = path.join(DATA, "admin-password");
+  writeFileSync(file, secrets.adminPassword, { mode: 0o600 });
+  return file;
+}
+
+/** A session for the admin account. */
 async function adminSession(secrets: Secrets): Promise<string> {
-  let res = await api("POST", "/api/v1/auth/login", { email: ADMIN_EMAIL, password: secrets.adminPassword });
-  if (res.status === 401) {
-    res = await api("POST", "/api/v1/auth/signup", {
-      email: ADMIN_EMAIL,
-      password: secrets.adminPassword,
-      name: "Admin",
-    });
-  }
+  const res = await api("POST", "/api/v1/auth/login", {
+    email: ADMIN_EMAIL,
+    password: secrets.adminPassword,
+  });
   if (!res.cookie) throw new Error(`cannot sign in as ${ADMIN_EMAIL}: ${JSON.stringify(res.body)}`);
   return res.cookie;
 }
@@ -211,6 +222,8 @@ export async function startLocalStack(): Promise<{ freshAdmin: boolean; password
       DOPPIO_API_PORT: String(PORTS.api),
       DOPPIO_PUBLIC_URL: API_URL,
       DOPPIO_DASHBOARD_DIR: dashboardDir,
+      DOPPIO_ADMIN_EMAIL: ADMIN_EMAIL,
+      DOPPIO_ADMIN_PASSWORD_FILE: adminPasswordFile(secrets),
     },
     log: path.join(DATA, "api.log"),
   });

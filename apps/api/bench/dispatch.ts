@@ -7,7 +7,7 @@
  *   npm run bench:dispatch [-- --jobs 200] [--db postgres]   (postgres needs TEST_DATABASE_URL)
  */
 import { parseArgs } from "node:util";
-import { heartbeat, registerServer, signedInClient } from "../test/support/client.ts";
+import { heartbeat, registerServer } from "../test/support/client.ts";
 import { startControlPlane } from "../test/support/control-plane.ts";
 
 const { values } = parseArgs({
@@ -19,7 +19,7 @@ const POLL_INTERVAL_MEAN_MS = 10_000 / 2;
 const kind = values.db === "postgres" ? "postgres" : "pglite";
 const env = await startControlPlane({ kind, config: { authRateLimitPerMinute: 1000 } });
 try {
-  const admin = await signedInClient(env.url, "bench");
+  const admin = await env.admin();
   const agent = await registerServer(admin, "bench-host", {
     capacity: { vcpu: 4096, memoryMb: 64 * 1024 * 1024, diskGb: 1_000_000 },
   });

@@ -14,7 +14,9 @@ import type { Logger } from "pino";
 import type { ApiConfig } from "./config.ts";
 import { type Clock, type Ctx, systemClock } from "./context.ts";
 import type { Database } from "./db/client.ts";
+import { requireMetricsToken } from "./http/auth.ts";
 import { installErrorHandling } from "./http/errors.ts";
+import { refuseUnstorableText } from "./http/text.ts";
 import { createMetrics } from "./metrics.ts";
 import { Bus } from "./realtime/bus.ts";
 import { accessRoutes } from "./routes/access.ts";
@@ -26,6 +28,7 @@ import { eventRoutes } from "./routes/events.ts";
 import { agentLogRoutes, logRoutes } from "./routes/logs.ts";
 import { serverRoutes } from "./routes/servers.ts";
 import { loadAccessKeys } from "./services/access.ts";
+import { bootstrapAdmin } from "./services/admin.ts";
 import { type GitCredentialSource, noGitCredentials } from "./services/git-credentials.ts";
 import { reapExpiredJobs } from "./services/jobs.ts";
 import { seedTemplates } from "./services/templates.ts";
@@ -73,6 +76,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   };
 
   installErrorHandling(app);
+  refuseUnstorableText(app);
   await app.register(cookie);
   await app.register(rateLimit, { global: false });
   await app.register(swagger, {
@@ -99,10 +103,14 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     await ctx.db.execute("select 1");
     return { ok: true, database: deps.database.kind };
   });
-  app.get("/metrics", { schema: { hide: true } }, async (_req, reply) => {
-    reply.header("content-type", ctx.metrics.registry.contentType);
-    return ctx.metrics.registry.metrics();
-  });
+  app.get(
+    "/metrics",
+    { onRequest: requireMetricsToken(ctx), schema: { hide: true } },
+    async (_req, reply) => {
+      reply.header("content-type", ctx.metrics.registry.contentType);
+      return ctx.metrics.registry.metrics();
+    },
+  );
   app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
 
   await app.register(authRoutes(ctx), { prefix: "/api/v1" });
@@ -123,6 +131,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   }
 
   await seedTemplates(ctx);
+  await bootstrapAdmin(ctx);
 
   let reaper: NodeJS.Timeout | undefined;
   return {

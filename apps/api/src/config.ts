@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { Email } from "@doppio/contracts";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 
@@ -39,6 +40,14 @@ export const ApiConfig = z.strictObject({
   maxClaimWaitMs: z.coerce.number().int().positive().default(25_000),
   /** Directory of the built dashboard, served under /dashboard when present. */
   dashboardDir: z.string().optional(),
+  /**
+   * The administrator, created at start when the account does not exist (a file holds its
+   * initial password, so no secret sits in the config). Signing up never makes an admin.
+   */
+  adminEmail: Email.optional(),
+  adminPasswordFile: z.string().optional(),
+  /** When set, `GET /metrics` wants `Authorization: Bearer <metricsToken>`. */
+  metricsToken: z.string().min(16).optional(),
 });
 export type ApiConfig = z.infer<typeof ApiConfig>;
 
@@ -50,6 +59,9 @@ const ENV_KEYS: Record<string, keyof ApiConfig> = {
   DOPPIO_PUBLIC_URL: "publicUrl",
   DOPPIO_LOG_LEVEL: "logLevel",
   DOPPIO_DASHBOARD_DIR: "dashboardDir",
+  DOPPIO_ADMIN_EMAIL: "adminEmail",
+  DOPPIO_ADMIN_PASSWORD_FILE: "adminPasswordFile",
+  DOPPIO_METRICS_TOKEN: "metricsToken",
 };
 
 /** YAML file (path in DOPPIO_API_CONFIG) overlaid with the environment variables above. */

@@ -30,7 +30,7 @@ describeOnEachDb("private box URLs", (env) => {
 
   beforeAll(async () => {
     owner = await signedInClient(env().url, "owner");
-    agent = await registerServer(owner, "acc-host", { publicScheme: "http", publicPort: 8088 });
+    agent = await registerServer(await env().admin(), "acc-host", { publicScheme: "http", publicPort: 8088 });
     publicKey = publicKeyFromPem((await agent.post("/agent/v1/heartbeat", heartbeat())).body.accessPublicKey);
     await owner.post("/api/v1/boxes", { template: "minimal", name: "mine" });
     me = (await owner.get("/api/v1/me")).body;
@@ -107,7 +107,7 @@ describeOnEachDb("private box URLs", (env) => {
     expect(ended).toContain(laptopSid);
     expect(ended).not.toContain(ownerSid);
     // Only servers the sign-in opened a box on are told.
-    const other = await registerServer(owner, "acc-other");
+    const other = await registerServer(await env().admin(), "acc-other");
     expect(await endedOn(other)).not.toContain(laptopSid);
 
     // Kept for as long as a cookie from it can live (hand-off 60 s + cookie 12 h), then pruned.

@@ -19,11 +19,14 @@ describeOnEachDb("agent git credentials", (env) => {
 
   async function setup() {
     owner ??= await signedInClient(env().url, "git-owner");
-    agentA ??= await registerServer(owner, "git-host-a");
-    // Too small for any box: every box lands on host A.
-    agentB ??= await registerServer(owner, "git-host-b", {
-      capacity: { vcpu: 1, memoryMb: 1024, diskGb: 1 },
-    });
+    if (!agentA) {
+      const admin = await env().admin();
+      agentA = await registerServer(admin, "git-host-a");
+      // Too small for any box: every box lands on host A.
+      agentB = await registerServer(admin, "git-host-b", {
+        capacity: { vcpu: 1, memoryMb: 1024, diskGb: 1 },
+      });
+    }
     await agentA.post("/agent/v1/heartbeat", heartbeat());
     await agentB.post("/agent/v1/heartbeat", heartbeat());
   }

@@ -11,7 +11,7 @@ describeOnEachDb("agent protocol", (env) => {
   let agentB: TestClient;
 
   async function setup() {
-    admin ??= await signedInClient(env().url, "admin");
+    admin ??= await env().admin();
     agentA ??= await registerServer(admin, "host-a");
     agentB ??= await registerServer(admin, "host-b", { capacity: { vcpu: 1, memoryMb: 1024, diskGb: 1 } });
     await agentA.post("/agent/v1/heartbeat", heartbeat());

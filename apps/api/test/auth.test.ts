@@ -1,24 +1,32 @@
 import { expect, it } from "vitest";
 import { PASSWORD, TestClient, uniqueEmail } from "./support/client.ts";
+import { ADMIN_EMAIL } from "./support/control-plane.ts";
 import { describeOnEachDb } from "./support/each-db.ts";
 
 describeOnEachDb("auth", (env) => {
-  it("signs up, sets an HttpOnly session cookie, and the first account is admin", async () => {
-    const client = new TestClient(env().url);
+  it("signs up ordinary accounts with an HttpOnly session cookie; the configured admin is the only admin", async () => {
+    // A fresh install: nobody has signed up yet, and the stranger who does first is no admin.
+    const stranger = new TestClient(env().url);
     const email = uniqueEmail("first");
-    const res = await client.post("/api/v1/auth/signup", { email, password: PASSWORD, name: "Ada" });
+    const res = await stranger.post("/api/v1/auth/signup", { email, password: PASSWORD, name: "Ada" });
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ email, name: "Ada", role: "admin", team: { name: "Ada's team" } });
+    expect(res.body).toMatchObject({ email, name: "Ada", role: "user", team: { name: "Ada's team" } });
     const cookie = res.headers.getSetCookie().find((c) => c.startsWith("doppio_session="))!;
     expect(cookie).toMatch(/HttpOnly/i);
     expect(cookie).toMatch(/SameSite=Lax/i);
-    const me = await client.get("/api/v1/me");
+    const me = await stranger.get("/api/v1/me");
     expect(me.status).toBe(200);
     expect(me.body.email).toBe(email);
+    expect((await stranger.get("/api/v1/servers")).status).toBe(403);
 
-    const second = new TestClient(env().url);
-    const res2 = await second.post("/api/v1/auth/signup", { email: uniqueEmail(), password: PASSWORD });
-    expect(res2.body.role).toBe("user");
+    const admin = await env().admin();
+    expect((await admin.get("/api/v1/me")).body).toMatchObject({ email: ADMIN_EMAIL, role: "admin" });
+    expect((await admin.get("/api/v1/servers")).status).toBe(200);
+    const taken = await new TestClient(env().url).post("/api/v1/auth/signup", {
+      email: ADMIN_EMAIL,
+      password: PASSWORD,
+    });
+    expect(taken.status).toBe(409);
   });
 
   it("refuses a duplicate email and a weak password with a clear message", async () => {

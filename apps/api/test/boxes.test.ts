@@ -24,7 +24,7 @@ describeOnEachDb("boxes", (env) => {
   let agent: TestClient;
 
   it("creates nothing and answers 503 when no server can take the box", async () => {
-    admin = await signedInClient(env().url, "admin");
+    admin = await env().admin();
     const res = await admin.post("/api/v1/boxes", { template: "minimal", name: "nowhere" });
     expect(res.status).toBe(503);
     expect(res.body.error.code).toBe("no_capacity");

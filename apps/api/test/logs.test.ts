@@ -41,8 +41,7 @@ describeOnEachDb("box logs", (env) => {
 
   async function newBox(name: string): Promise<string> {
     if (!agent) {
-      // The first account is the administrator.
-      const admin = await signedInClient(env().url, "admin");
+      const admin = await env().admin();
       owner = await signedInClient(env().url, "logs-owner");
       stranger = await signedInClient(env().url, "logs-stranger");
       otherAgent = await registerServer(admin, `logs-b-${env().kind}`, { status: "pending" });

@@ -140,12 +140,15 @@ export class ApiClient {
       .map((c) => c.split(";")[0]!)
       .find((c) => c.startsWith("doppio_session="));
     if (!cookie) throw new CliError("failed", "the server did not open a session", "try --token instead");
-    const headers = { cookie };
+    // The API refuses cookie-authenticated changes a browser page on another origin could
+    // have sent; this is no browser, and it says where it stands the way browsers do
+    // (pages can never set Sec-Fetch-* themselves). Bodies are JSON, `{}` when empty.
+    const headers = { cookie, "sec-fetch-site": "same-origin" };
     try {
       const res = await this.raw("POST", "/tokens", { body: { name: tokenName }, headers });
       return { me, token: CreatedToken.parse(await res.json()) };
     } finally {
-      await this.raw("POST", "/auth/logout", { headers }).catch(() => {});
+      await this.raw("POST", "/auth/logout", { body: {}, headers }).catch(() => {});
     }
   }
 }

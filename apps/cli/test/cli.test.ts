@@ -30,12 +30,8 @@ describe("doppio CLI against a real control plane", () => {
       buildCli(),
     ]);
     cp = started;
-    // The first account is the admin that registers the scripted agent's server.
-    const admin = new TestClient(cp.url);
-    expect(
-      (await admin.post("/api/v1/auth/signup", { email: uniqueEmail("admin"), password: PASSWORD })).status,
-    ).toBe(201);
-    agent = await startScriptedAgent(admin, "cli-host", {
+    // The configured admin registers the scripted agent's server.
+    agent = await startScriptedAgent(await cp.admin(), "cli-host", {
       failWith: (job) => (String(job.payload.slug).startsWith("doomed") ? "disk full on the host" : null),
     });
     expect(

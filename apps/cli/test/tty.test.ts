@@ -26,10 +26,8 @@ describe.skipIf(!hasTmux)("doppio CLI on a terminal (tmux)", () => {
       buildCli(),
     ]);
     cp = started;
-    const admin = new TestClient(cp.url);
-    await admin.post("/api/v1/auth/signup", { email: uniqueEmail("admin"), password: PASSWORD });
     // Slow steps, so the terminal shows each one for a while.
-    agent = await startScriptedAgent(admin, "tty-host", { stepDelayMs: 400 });
+    agent = await startScriptedAgent(await cp.admin(), "tty-host", { stepDelayMs: 400 });
     const email = uniqueEmail("tty");
     await new TestClient(cp.url).post("/api/v1/auth/signup", { email, password: PASSWORD });
     home = await cliHome();

@@ -5,14 +5,21 @@ import type { Page } from "playwright-core";
 import { build } from "vite";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { TestClient } from "../../api/test/support/client.ts";
-import { startControlPlane, type TestControlPlane } from "../../api/test/support/control-plane.ts";
+import {
+  ADMIN_PASSWORD,
+  startControlPlane,
+  type TestControlPlane,
+} from "../../api/test/support/control-plane.ts";
 import { ManualAgent } from "./support/agent.ts";
 import { hasChromium, launchBrowser, type TestBrowser } from "./support/browser.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "../../..");
 const SHOTS = path.join(ROOT, "test-artifacts/dashboard");
+/** The install's configured administrator, who drives most of this walk-through. */
 const EMAIL = `owner-${process.pid}@example.com`;
-const PASSWORD = "correct horse battery staple";
+const PASSWORD = ADMIN_PASSWORD;
+/** Someone who signs up on their own. */
+const VISITOR = `visitor-${process.pid}@example.com`;
 
 if (!hasChromium)
   console.warn("SKIPPING dashboard browser tests: /usr/bin/chromium is missing (apt-get install chromium)");
@@ -44,7 +51,9 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     } finally {
       process.env.NODE_ENV = nodeEnv;
     }
-    cp = await startControlPlane({ config: { dashboardDir: outDir, authRateLimitPerMinute: 1000 } });
+    cp = await startControlPlane({
+      config: { dashboardDir: outDir, authRateLimitPerMinute: 1000, adminEmail: EMAIL },
+    });
     await rm(SHOTS, { recursive: true, force: true });
     await mkdir(SHOTS, { recursive: true });
     browser = await launchBrowser(cp.url);
@@ -72,7 +81,7 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     await page.goto("/dashboard/");
     await page.waitForURL(/\/dashboard\/login\?next=/);
     await page.getByRole("link", { name: "Create an account" }).click();
-    await page.getByLabel("Email").fill(EMAIL);
+    await page.getByLabel("Email").fill(VISITOR);
     await page.getByLabel("Password").fill("short");
     await page.getByRole("button", { name: "Create account" }).click();
     await expect.poll(() => page.getByRole("alert").textContent()).toContain("at least 10 characters");
@@ -82,8 +91,10 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     await page.getByRole("button", { name: "Create account" }).click();
     await page.getByRole("heading", { name: "No boxes yet" }).waitFor();
     await screenshot("boxes-empty");
+    // Signing up never makes an administrator, even as the first account on the install.
+    expect(await page.getByRole("link", { name: "Servers" }).count()).toBe(0);
 
-    // The first account is the admin; its own API session registers the test's agent.
+    // The configured admin's own API session registers the test's agent.
     const admin = new TestClient(cp.url);
     expect((await admin.post("/api/v1/auth/login", { email: EMAIL, password: PASSWORD })).status).toBe(200);
     agent = await ManualAgent.register(admin, "fc-test");

@@ -100,14 +100,38 @@ export function boxUrls(
   };
 }
 
+/**
+ * Size of the metadata blob a guest reads at boot. QEMU pads its fw_cfg entry to exactly
+ * this (the guest keeps the entry size it saw first, even across a restore), so the agent
+ * refuses a box whose metadata does not fit: the env budget below is derived from it.
+ */
+export const METADATA_SIZE = 16 * 1024;
+/** Room in the blob for everything but env: slug, URLs, network, metadata URL, secrets, clock. */
+export const METADATA_RESERVED = 4 * 1024;
+/** An env's budget, counted the way the blob carries it: compact JSON, UTF-8 bytes. */
+export const ENV_MAX_BYTES = METADATA_SIZE - METADATA_RESERVED;
+
+export function envBytes(env: Record<string, string>): number {
+  return new TextEncoder().encode(JSON.stringify(env)).length;
+}
+
 /** Environment variable names users may set; values are strings. */
 export const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+export const ENV_VALUE_MAX = 4096;
+export const ENV_VARS_MAX = 64;
 export const BoxEnv = z
   .record(
-    z.string().regex(ENV_NAME_RE, "environment variable names are letters, digits and _"),
-    z.string().max(4096),
+    z
+      .string()
+      .max(128, { abort: true })
+      .regex(ENV_NAME_RE, "environment variable names are letters, digits and _"),
+    z.string().max(ENV_VALUE_MAX),
   )
-  .refine((env) => Object.keys(env).length <= 64, "at most 64 environment variables");
+  .refine((env) => Object.keys(env).length <= ENV_VARS_MAX, `at most ${ENV_VARS_MAX} environment variables`)
+  .refine(
+    (env) => envBytes(env) <= ENV_MAX_BYTES,
+    `environment variables may take at most ${ENV_MAX_BYTES} bytes (as JSON)`,
+  );
 export type BoxEnv = z.infer<typeof BoxEnv>;
 
 export const CreateBoxRequest = z.strictObject({

@@ -15,6 +15,7 @@ export const LOG_BATCH_MAX = 1000;
 /** `console` for the serial console itself, else the guest service's name (`bench`, `code-server`). */
 export const LogSource = z
   .string()
+  .max(32, { abort: true })
   .regex(/^[a-z0-9][a-z0-9._-]{0,31}$/, "log source must be a short lowercase name");
 
 export const LogLine = z.object({

@@ -3,7 +3,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { pino } from "pino";
-import { signedInClient, type TestClient } from "../../../api/test/support/client.ts";
+import type { TestClient } from "../../../api/test/support/client.ts";
 import { startControlPlane, type TestControlPlane } from "../../../api/test/support/control-plane.ts";
 import { type Agent, createAgent } from "../../src/agent.ts";
 import { systemClock } from "../../src/clock.ts";
@@ -30,7 +30,7 @@ export interface TestCp {
 /** A real control plane (in-process, PGlite) with an admin and one registered server. */
 export async function startCp(serverName = "host-1"): Promise<TestCp> {
   const env = await startControlPlane();
-  const admin = await signedInClient(env.url, "admin");
+  const admin = await env.admin();
   const res = await admin.post("/api/v1/servers", {
     name: serverName,
     domain: `${serverName}.example.test`,

@@ -78,6 +78,8 @@ export const apiTokens = pgTable(
     createdAt: createdAt(),
     lastUsedAt: ts("last_used_at"),
     revokedAt: ts("revoked_at"),
+    /** Null: the token lasts until revoked. */
+    expiresAt: ts("expires_at"),
   },
   (t) => [index("api_tokens_user_idx").on(t.userId)],
 );

@@ -1,8 +1,11 @@
+import { timingSafeEqual } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
+import { sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import { AppError } from "../errors.ts";
 import { serverForAgentToken } from "../services/servers.ts";
 import { type Principal, principalForApiToken, principalForSession } from "../services/users.ts";
+import { checkCsrf } from "./csrf.ts";
 
 export const SESSION_COOKIE = "doppio_session";
 
@@ -22,16 +25,22 @@ function bearer(req: FastifyRequest): string | null {
   return match ? match[1]! : null;
 }
 
-/** The signed-in user, from the session cookie (dashboard) or a personal API token (CLI). */
+/**
+ * The signed-in user, from the session cookie (dashboard) or a personal API token (CLI).
+ * A cookie-authenticated state change must also pass the CSRF check.
+ */
 export function requireUser(ctx: Ctx) {
+  const publicOrigin = new URL(ctx.config.publicUrl).origin;
   return async (req: FastifyRequest, _reply: FastifyReply): Promise<void> => {
     const token = bearer(req);
     const cookie = req.cookies[SESSION_COOKIE];
-    const principal = token?.startsWith("dpb_")
-      ? await principalForApiToken(ctx, token)
-      : cookie
-        ? await principalForSession(ctx, cookie)
-        : null;
+    let principal: Principal | null = null;
+    if (token?.startsWith("dpb_")) {
+      principal = await principalForApiToken(ctx, token);
+    } else if (cookie) {
+      principal = await principalForSession(ctx, cookie);
+      if (principal) checkCsrf(req, publicOrigin);
+    }
     if (!principal) throw new AppError("unauthorized", "sign in first (session cookie or API token)");
     req.principal = principal;
   };
@@ -52,5 +61,26 @@ export function requireAgent(ctx: Ctx) {
     const server = token ? await serverForAgentToken(ctx, token) : null;
     if (!server) throw new AppError("unauthorized", "a valid agent token is required");
     req.agentServer = server;
+  };
+}
+
+/** For routes that act on the session cookie themselves (logout): the same CSRF check. */
+export function requireSameOrigin(ctx: Ctx) {
+  const publicOrigin = new URL(ctx.config.publicUrl).origin;
+  return async (req: FastifyRequest, _reply: FastifyReply): Promise<void> => {
+    if (req.cookies[SESSION_COOKIE]) checkCsrf(req, publicOrigin);
+  };
+}
+
+/** `/metrics` behind `metricsToken` when one is configured (compared in constant time). */
+export function requireMetricsToken(ctx: Ctx) {
+  const expected = ctx.config.metricsToken ? sha256(ctx.config.metricsToken) : null;
+  return async (req: FastifyRequest, _reply: FastifyReply): Promise<void> => {
+    if (!expected) return;
+    const token = bearer(req);
+    const given = Buffer.from(sha256(token ?? ""));
+    if (!token || !timingSafeEqual(given, Buffer.from(expected))) {
+      throw new AppError("unauthorized", "metrics need the metrics token (Authorization: Bearer …)");
+    }
   };
 }

@@ -9,7 +9,7 @@ import {
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { Ctx } from "../context.ts";
-import { requireUser, SESSION_COOKIE } from "../http/auth.ts";
+import { requireSameOrigin, requireUser, SESSION_COOKIE } from "../http/auth.ts";
 import { endBoxAccess } from "../services/access.ts";
 import {
   createApiToken,
@@ -25,6 +25,7 @@ import {
 export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const secure = ctx.config.publicUrl.startsWith("https:");
   const user = requireUser(ctx);
+  const sameOrigin = requireSameOrigin(ctx);
   const rateLimit = { max: ctx.config.authRateLimitPerMinute, timeWindow: 60_000 };
 
   return async (app) => {
@@ -62,7 +63,7 @@ export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       },
     );
 
-    app.post("/auth/logout", { schema: { tags: ["auth"] } }, async (req, reply) => {
+    app.post("/auth/logout", { onRequest: sameOrigin, schema: { tags: ["auth"] } }, async (req, reply) => {
       const cookie = req.cookies[SESSION_COOKIE];
       if (cookie) await deleteSession(ctx, cookie);
       if (cookie) await endBoxAccess(ctx, cookie);
@@ -89,7 +90,7 @@ export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
         onRequest: user,
         schema: { tags: ["tokens"], body: CreateTokenRequest, response: { 201: CreatedToken } },
       },
-      async (req, reply) => reply.code(201).send(await createApiToken(ctx, req.principal!, req.body.name)),
+      async (req, reply) => reply.code(201).send(await createApiToken(ctx, req.principal!, req.body)),
     );
 
     app.delete(

@@ -1,6 +1,6 @@
-import type { ApiToken, Me, Role } from "@doppio/contracts";
-import { and, eq, gt, isNull } from "drizzle-orm";
-import { DUMMY_HASH, hashPassword, verifyPassword } from "../auth/password.ts";
+import type { ApiToken, CreateTokenRequest, Me, Role } from "@doppio/contracts";
+import { and, eq, gt, isNull, or } from "drizzle-orm";
+import { DUMMY_HASH, hashPassword, needsRehash, verifyPassword } from "../auth/password.ts";
 import { newId, newSecret, sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import { apiTokens, sessions, teamMembers, teams, users } from "../db/schema.ts";
@@ -16,9 +16,19 @@ export interface Principal {
   teamName: string;
 }
 
-export async function signup(
+/** Anyone may sign up; the account is an ordinary user (the admin comes from configuration). */
+export function signup(
   ctx: Ctx,
   input: { email: string; password: string; name?: string | undefined },
+): Promise<Principal> {
+  return createAccount(ctx, input, "user");
+}
+
+/** A user with their own team. */
+export async function createAccount(
+  ctx: Ctx,
+  input: { email: string; password: string; name?: string | undefined },
+  role: Role,
 ): Promise<Principal> {
   const passwordHash = await hashPassword(input.password);
   const userId = newId();
@@ -26,19 +36,22 @@ export async function signup(
   const teamName = `${input.name ?? input.email.split("@")[0]}'s team`;
   try {
     await ctx.db.transaction(async (tx) => {
-      // The first account on a fresh install administers it.
-      const anyUser = await tx.select({ id: users.id }).from(users).limit(1);
       await tx.insert(users).values({
         id: userId,
         email: input.email,
         name: input.name ?? null,
         passwordHash,
-        role: anyUser.length === 0 ? "admin" : "user",
+        role,
         createdAt: ctx.clock.now(),
       });
       await tx.insert(teams).values({ id: teamId, name: teamName, createdAt: ctx.clock.now() });
       await tx.insert(teamMembers).values({ teamId, userId, role: "owner", createdAt: ctx.clock.now() });
-      await audit(ctx, tx, { user: userId, action: "user.signup", targetType: "user", targetId: userId });
+      await audit(ctx, tx, {
+        user: userId,
+        action: role === "admin" ? "user.bootstrap_admin" : "user.signup",
+        targetType: "user",
+        targetId: userId,
+      });
     });
   } catch (err) {
     if (isUniqueViolation(err)) {
@@ -53,6 +66,11 @@ export async function login(ctx: Ctx, email: string, password: string): Promise<
   const [user] = await ctx.db.select().from(users).where(eq(users.email, email));
   const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_HASH);
   if (!user || !ok) throw new AppError("unauthorized", "wrong email or password");
+  if (needsRehash(user.passwordHash)) {
+    // Raised hashing cost: the password is at hand only now, so this is when the hash moves.
+    const passwordHash = await hashPassword(password);
+    await ctx.db.update(users).set({ passwordHash }).where(eq(users.id, user.id));
+  }
   return (await principalForUser(ctx, user.id))!;
 }
 
@@ -112,7 +130,13 @@ export async function principalForApiToken(ctx: Ctx, token: string): Promise<Pri
   const [row] = await ctx.db
     .update(apiTokens)
     .set({ lastUsedAt: ctx.clock.now() })
-    .where(and(eq(apiTokens.tokenHash, sha256(token)), isNull(apiTokens.revokedAt)))
+    .where(
+      and(
+        eq(apiTokens.tokenHash, sha256(token)),
+        isNull(apiTokens.revokedAt),
+        or(isNull(apiTokens.expiresAt), gt(apiTokens.expiresAt, ctx.clock.now())),
+      ),
+    )
     .returning({ userId: apiTokens.userId });
   return row ? principalForUser(ctx, row.userId) : null;
 }
@@ -123,23 +147,29 @@ const toApiToken = (t: typeof apiTokens.$inferSelect): ApiToken => ({
   prefix: t.prefix,
   createdAt: t.createdAt.toISOString(),
   lastUsedAt: t.lastUsedAt?.toISOString() ?? null,
+  expiresAt: t.expiresAt?.toISOString() ?? null,
 });
 
 export async function createApiToken(
   ctx: Ctx,
   p: Principal,
-  name: string,
+  req: CreateTokenRequest,
 ): Promise<ApiToken & { token: string }> {
+  const expiresAt = req.expiresAt ? new Date(req.expiresAt) : null;
+  if (expiresAt && expiresAt <= ctx.clock.now()) {
+    throw new AppError("validation_failed", "expiresAt must be in the future", { field: "expiresAt" });
+  }
   const token = newSecret("dpb");
   const [row] = await ctx.db
     .insert(apiTokens)
     .values({
       id: newId(),
       userId: p.userId,
-      name,
+      name: req.name,
       prefix: token.slice(0, 10),
       tokenHash: sha256(token),
       createdAt: ctx.clock.now(),
+      expiresAt,
     })
     .returning();
   await audit(ctx, ctx.db, {

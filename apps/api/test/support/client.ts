@@ -7,6 +7,11 @@ export class TestClient {
     private bearer: string | null = null,
   ) {}
 
+  /** The `doppio_session=…` cookie this client holds, if signed in. */
+  get sessionCookie(): string | null {
+    return this.cookie;
+  }
+
   withBearer(token: string): TestClient {
     return new TestClient(this.baseUrl, token);
   }
@@ -18,6 +23,12 @@ export class TestClient {
     init: { headers?: Record<string, string>; rawBody?: string } = {},
   ): Promise<{ status: number; body: T; headers: Headers }> {
     const headers: Record<string, string> = { ...init.headers };
+    // Like the dashboard: every state change is JSON (`{}` when there is nothing to say) from
+    // the control plane's own origin, which the API wants of cookie-authenticated callers.
+    if (method !== "GET" && method !== "HEAD") {
+      if (body === undefined && init.rawBody === undefined) body = {};
+      headers.origin ??= new URL(this.baseUrl).origin;
+    }
     if (body !== undefined || init.rawBody !== undefined) headers["content-type"] ??= "application/json";
     if (this.cookie) headers.cookie = this.cookie;
     if (this.bearer) headers.authorization = `Bearer ${this.bearer}`;
@@ -60,7 +71,7 @@ let counter = 0;
 export const uniqueEmail = (tag = "user") => `${tag}-${process.pid}-${Date.now()}-${counter++}@example.com`;
 export const PASSWORD = "correct horse battery staple";
 
-/** Signs up a fresh user and returns a client holding its session. */
+/** Signs up a fresh (ordinary) user and returns a client holding its session. */
 export async function signedInClient(baseUrl: string, tag?: string): Promise<TestClient> {
   const client = new TestClient(baseUrl);
   const res = await client.post("/api/v1/auth/signup", { email: uniqueEmail(tag), password: PASSWORD });
@@ -68,7 +79,7 @@ export async function signedInClient(baseUrl: string, tag?: string): Promise<Tes
   return client;
 }
 
-/** Registers an active server as `admin` and returns its agent client. */
+/** Registers an active server as `admin` (see TestControlPlane.admin) and returns its agent client. */
 export async function registerServer(
   admin: TestClient,
   name: string,

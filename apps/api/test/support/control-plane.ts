@@ -1,4 +1,5 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
@@ -6,6 +7,7 @@ import { pino } from "pino";
 import { buildControlPlane, type ControlPlane } from "../../src/app.ts";
 import { ApiConfig } from "../../src/config.ts";
 import { openDatabase } from "../../src/db/client.ts";
+import { TestClient } from "./client.ts";
 
 export type DbKind = "pglite" | "postgres";
 
@@ -26,7 +28,22 @@ export interface TestControlPlane {
   cp: ControlPlane;
   url: string;
   kind: DbKind;
+  /** A client signed in as the configured administrator (ADMIN_EMAIL). */
+  admin(): Promise<TestClient>;
   close(): Promise<void>;
+}
+
+/** Every test control plane is configured with this administrator, as `make up` configures its own. */
+export const ADMIN_EMAIL = "admin@doppio.test";
+export const ADMIN_PASSWORD = "the operator's own passphrase";
+
+/** A loopback port free right now, so the public URL (the CSRF origin) can be known before listening. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
 }
 
 /**
@@ -34,10 +51,15 @@ export interface TestControlPlane {
  * fresh PostgreSQL database created for this instance and dropped afterwards.
  */
 export async function startControlPlane(
-  opts: { kind?: DbKind; config?: Partial<ApiConfig> } = {},
+  opts: {
+    kind?: DbKind;
+    config?: Partial<ApiConfig>;
+    /** An existing data directory (a restart, PGlite); kept at close. */
+    dataDir?: string;
+  } = {},
 ): Promise<TestControlPlane> {
   const kind = opts.kind ?? "pglite";
-  const dataDir = await mkdtemp(path.join(tmpdir(), "doppio-cp-"));
+  const dataDir = opts.dataDir ?? (await mkdtemp(path.join(tmpdir(), "doppio-cp-")));
   let databaseUrl: string | undefined;
   let dropDatabase = async () => {};
   if (kind === "postgres") {
@@ -57,26 +79,46 @@ export async function startControlPlane(
       await c.end();
     };
   }
+  const port = await freePort();
+  const adminPasswordFile = path.join(dataDir, "admin-password");
+  await writeFile(adminPasswordFile, `${ADMIN_PASSWORD}\n`, { mode: 0o600 });
   const config = ApiConfig.parse({
-    port: 0,
+    port,
+    publicUrl: `http://127.0.0.1:${port}`,
     dataDir,
     databaseUrl,
     logLevel: process.env.DOPPIO_TEST_LOG ?? "silent",
     reaperIntervalMs: 60_000,
+    adminEmail: ADMIN_EMAIL,
+    adminPasswordFile,
     ...opts.config,
   });
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
-  const cp = await buildControlPlane({ config, database, logger: pino({ level: config.logLevel }) });
-  const address = await cp.app.listen({ host: "127.0.0.1", port: 0 });
+  let cp: ControlPlane;
+  try {
+    cp = await buildControlPlane({ config, database, logger: pino({ level: config.logLevel }) });
+  } catch (err) {
+    await database.close();
+    await dropDatabase();
+    throw err;
+  }
+  const address = await cp.app.listen({ host: "127.0.0.1", port: config.port });
   return {
     cp,
     url: address,
     kind,
+    async admin() {
+      const client = new TestClient(address);
+      const res = await client.post("/api/v1/auth/login", { email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
+      if (res.status !== 200)
+        throw new Error(`admin login failed: ${res.status} ${JSON.stringify(res.body)}`);
+      return client;
+    },
     async close() {
       await cp.close();
       await database.close();
       await dropDatabase();
-      await rm(dataDir, { recursive: true, force: true });
+      if (!opts.dataDir) await rm(dataDir, { recursive: true, force: true });
     },
   };
 }

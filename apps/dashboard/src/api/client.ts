@@ -32,13 +32,16 @@ function capitalise(s: string): string {
 }
 
 export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+  // The API takes cookie-authenticated changes only as JSON from this origin (CSRF check):
+  // bodyless actions (start, stop, logout, delete) send `{}`.
+  const payload = method === "GET" ? undefined : JSON.stringify(body ?? {});
   let res: Response;
   try {
     res = await fetch(`/api/v1${path}`, {
       method,
       credentials: "same-origin",
-      headers: body === undefined ? {} : { "content-type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
+      headers: payload === undefined ? {} : { "content-type": "application/json" },
+      body: payload,
     });
   } catch (cause) {
     throw new ApiError(0, "network", "Cannot reach doppiobox. Check your connection and try again.", cause);

@@ -1,11 +1,17 @@
-import { type Box, ENV_NAME_RE } from "@doppio/contracts";
+import {
+  type Box,
+  ENV_MAX_BYTES,
+  ENV_NAME_RE,
+  ENV_VALUE_MAX,
+  ENV_VARS_MAX,
+  envBytes,
+} from "@doppio/contracts";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useEffect, useState } from "react";
 import { putBox } from "../api/cache.ts";
 import { api, errorText } from "../api/client.ts";
 import { EnvRow, type Row } from "./EnvRow.tsx";
 
-const MAX_VARS = 64;
 let rowId = 0;
 const toRows = (env: Record<string, string>): Row[] =>
   Object.entries(env).map(([key, value]) => ({ id: rowId++, key, value }));
@@ -14,7 +20,7 @@ function problem(row: Row, rows: readonly Row[]): string | null {
   if (row.key === "") return row.value === "" ? null : "Give this variable a name.";
   if (!ENV_NAME_RE.test(row.key)) return "Use letters, digits and _, not starting with a digit.";
   if (rows.some((r) => r.id !== row.id && r.key === row.key)) return "This name is used twice.";
-  if (row.value.length > 4096) return "Values are at most 4096 characters.";
+  if (row.value.length > ENV_VALUE_MAX) return `Values are at most ${ENV_VALUE_MAX} characters.`;
   return null;
 }
 
@@ -42,7 +48,9 @@ export function EnvEditor({ box }: { box: Box }) {
 
   const problems = rows.map((r) => problem(r, rows));
   const filled = rows.filter((r) => r.key !== "");
-  const invalid = problems.some(Boolean) || filled.length > MAX_VARS;
+  // The box's metadata carries the env, so the whole set has a size budget too.
+  const bytes = envBytes(Object.fromEntries(filled.map((r) => [r.key, r.value])));
+  const invalid = problems.some(Boolean) || filled.length > ENV_VARS_MAX || bytes > ENV_MAX_BYTES;
 
   const edit = (next: Row[]) => {
     setRows(next);
@@ -77,7 +85,12 @@ export function EnvEditor({ box }: { box: Box }) {
             ))}
           </div>
         )}
-        {filled.length > MAX_VARS && <p className="error-text">At most {MAX_VARS} variables.</p>}
+        {filled.length > ENV_VARS_MAX && <p className="error-text">At most {ENV_VARS_MAX} variables.</p>}
+        {bytes > ENV_MAX_BYTES && (
+          <p className="error-text">
+            Too large: {bytes} bytes of {ENV_MAX_BYTES}. Shorten or remove some values.
+          </p>
+        )}
         <div className="row-actions">
           <button
             type="button"

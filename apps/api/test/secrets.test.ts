@@ -1,0 +1,122 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { eq } from "drizzle-orm";
+import { describe, expect, it } from "vitest";
+import { hashPassword } from "../src/auth/password.ts";
+import { users } from "../src/db/schema.ts";
+import { PASSWORD, TestClient, uniqueEmail } from "./support/client.ts";
+import { ADMIN_EMAIL, ADMIN_PASSWORD, startControlPlane } from "./support/control-plane.ts";
+import { describeOnEachDb } from "./support/each-db.ts";
+
+const HOUR = 3_600_000;
+
+describeOnEachDb("password hashes and API token expiry", (env) => {
+  const storedHash = async (email: string) =>
+    (await env().cp.ctx.db.select().from(users).where(eq(users.email, email)))[0]!.passwordHash;
+
+  it("hashes with scrypt N=2^17, r=8, p=1 and moves an older hash up at the next login", async () => {
+    const email = uniqueEmail("hash");
+    const client = new TestClient(env().url);
+    expect((await client.post("/api/v1/auth/signup", { email, password: PASSWORD })).status).toBe(201);
+    expect(await storedHash(email)).toMatch(/^scrypt\$131072\$8\$1\$/);
+
+    // An account from before the cost was raised.
+    const old = await hashPassword(PASSWORD, { N: 1 << 14, r: 8, p: 1 });
+    await env().cp.ctx.db.update(users).set({ passwordHash: old }).where(eq(users.email, email));
+    expect((await client.post("/api/v1/auth/login", { email, password: "not the password" })).status).toBe(
+      401,
+    );
+    expect(await storedHash(email)).toBe(old);
+    expect((await client.post("/api/v1/auth/login", { email, password: PASSWORD })).status).toBe(200);
+    expect(await storedHash(email)).toMatch(/^scrypt\$131072\$8\$1\$/);
+    expect((await client.post("/api/v1/auth/login", { email, password: PASSWORD })).status).toBe(200);
+  });
+
+  it("lets an API token expire: refused after expiresAt, listed with it, and never born expired", async () => {
+    const user = new TestClient(env().url);
+    await user.post("/api/v1/auth/signup", { email: uniqueEmail("expiry"), password: PASSWORD });
+    const past = await user.post("/api/v1/tokens", { name: "old", expiresAt: "2001-01-01T00:00:00Z" });
+    expect(past.status).toBe(400);
+    expect(past.body.error).toMatchObject({ code: "validation_failed", details: { field: "expiresAt" } });
+    expect((await user.post("/api/v1/tokens", { name: "bad", expiresAt: "tomorrow" })).status).toBe(400);
+
+    const expiresAt = new Date(Date.now() + HOUR).toISOString();
+    const created = await user.post("/api/v1/tokens", { name: "ci", expiresAt });
+    expect(created.status).toBe(201);
+    expect(created.body.expiresAt).toBe(expiresAt);
+    const forever = await user.post("/api/v1/tokens", { name: "laptop" });
+    expect(forever.body.expiresAt).toBeNull();
+    const ci = new TestClient(env().url, created.body.token);
+    expect((await ci.get("/api/v1/me")).status).toBe(200);
+
+    const clock = env().cp.ctx.clock;
+    env().cp.ctx.clock = { now: () => new Date(Date.now() + 2 * HOUR) };
+    try {
+      expect((await ci.get("/api/v1/me")).status).toBe(401);
+      expect((await new TestClient(env().url, forever.body.token).get("/api/v1/me")).status).toBe(200);
+      const listed = (await user.get("/api/v1/tokens")).body.tokens;
+      expect(listed.map((t: any) => [t.name, t.expiresAt])).toEqual([
+        ["ci", expiresAt],
+        ["laptop", null],
+      ]);
+    } finally {
+      env().cp.ctx.clock = clock;
+    }
+  });
+});
+
+describeOnEachDb(
+  "metrics token",
+  (env) => {
+    it("serves /metrics only with the configured bearer token", async () => {
+      const anon = new TestClient(env().url);
+      const none = await anon.get("/metrics");
+      expect(none.status).toBe(401);
+      expect(none.body.error.code).toBe("unauthorized");
+      expect((await anon.withBearer("wrong-token-of-some-length").get("/metrics")).status).toBe(401);
+      const ok = await anon.withBearer("metrics-token-for-the-scraper").get("/metrics");
+      expect(ok.status).toBe(200);
+      expect(ok.body).toContain("doppio_http_request_duration_seconds");
+    });
+  },
+  { metricsToken: "metrics-token-for-the-scraper" },
+);
+
+describe("admin bootstrap", () => {
+  it("never promotes an account someone else registered with the configured admin email", async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), "doppio-bootstrap-"));
+    try {
+      // An install started without an admin: whoever signs up, even with that email, is a user.
+      const open = await startControlPlane({
+        dataDir,
+        config: { adminEmail: undefined, adminPasswordFile: undefined },
+      });
+      const squatter = await new TestClient(open.url).post("/api/v1/auth/signup", {
+        email: ADMIN_EMAIL,
+        password: PASSWORD,
+      });
+      expect(squatter.body.role).toBe("user");
+      await open.close();
+
+      // The operator now configures that address as the admin: the start refuses.
+      await expect(startControlPlane({ dataDir })).rejects.toThrow(/already has an ordinary account/);
+      const other = await startControlPlane({ dataDir, config: { adminEmail: "operator@doppio.test" } });
+      try {
+        const admin = new TestClient(other.url);
+        const login = await admin.post("/api/v1/auth/login", {
+          email: "operator@doppio.test",
+          password: ADMIN_PASSWORD,
+        });
+        expect(login.body.role).toBe("admin");
+        const again = new TestClient(other.url);
+        await again.post("/api/v1/auth/login", { email: ADMIN_EMAIL, password: PASSWORD });
+        expect((await again.get("/api/v1/me")).body.role).toBe("user");
+      } finally {
+        await other.close();
+      }
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});
