@@ -120,6 +120,7 @@ export async function createAgent(d: AgentDeps): Promise<Agent> {
         ship: shipLogs,
         now,
         log: log.child({ loop: "logs" }),
+        maxLogBytes: config.serialLogMaxBytes,
       })
     : null;
   const runner = new JobRunner({

@@ -5,6 +5,7 @@ import { cidrProblem } from "./cidr.ts";
 import { parseCaddyAdminAddress } from "./edge/caddy-admin.ts";
 import { AgentError } from "./errors.ts";
 import { findTemplate } from "./images/templates.ts";
+import { SERIAL_LOG_MAX_BYTES } from "./logs/rotate.ts";
 
 /**
  * A template this host offers. Ports, memory and vCPUs default to the template's descriptor
@@ -104,6 +105,8 @@ export const AgentConfig = z
       })
       .optional(),
     logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+    /** A box's serial log is rotated past this size; the host keeps at most about twice it per box. */
+    serialLogMaxBytes: z.number().int().min(4096).default(SERIAL_LOG_MAX_BYTES),
     /** Edge wiring (Caddy). Present only on hosts that route box traffic through Caddy. */
     edge: z
       .strictObject({

@@ -1,14 +1,13 @@
-import { open, stat } from "node:fs/promises";
 import { LOG_BATCH_MAX, type LogBatch, type LogBatchAck } from "@doppio/contracts";
 import type { Logger } from "pino";
 import { backoffMs } from "../clock.ts";
 import { rejectedStatus } from "../control-plane.ts";
 import { BackgroundLoop } from "../loops/background-loop.ts";
-import { splitSerialLines } from "./serial-lines.ts";
+import { SERIAL_LOG_MAX_BYTES } from "./rotate.ts";
+import { SerialFiles } from "./serial-files.ts";
 import { ChangeWatchers } from "./watchers.ts";
 
-/** Bytes read from one serial log per round: bounds a batch (and memory) when a box floods. */
-export const READ_MAX = 256 * 1024;
+export { READ_MAX } from "./serial-files.ts";
 
 export interface LogShipperDeps {
   /** Boxes this host holds. */
@@ -18,6 +17,8 @@ export interface LogShipperDeps {
   ship(slug: string, batch: LogBatch): Promise<LogBatchAck>;
   now(): Date;
   log: Logger;
+  /** A serial log larger than this is rotated (logs/rotate.ts); default SERIAL_LOG_MAX_BYTES. */
+  maxLogBytes?: number;
 }
 
 interface Cursor {
@@ -33,11 +34,18 @@ interface Cursor {
  * time, so a re-created file starts over (QEMU and Firecracker only ever append to it).
  * A write to a followed file wakes the loop at once (inotify); the poll interval is the
  * fallback for files that appear between passes.
+ *
+ * The same write also checks the log's cap (logs/rotate.ts): a log over `maxLogBytes` is
+ * rotated in place under a new epoch, whether or not shipping keeps up or the control plane
+ * is reachable (the host's disk comes first). Lines of the old epoch not shipped yet are
+ * then read from the rotated copy; only lines more than one cap behind are dropped.
  */
 export class LogShipper extends BackgroundLoop {
   readonly #cursors = new Map<string, Cursor>();
+  readonly #files: SerialFiles;
   readonly #watchers: ChangeWatchers | null;
   readonly #intervalMs: number;
+  #capping: Promise<void> | null = null;
 
   constructor(
     private readonly d: LogShipperDeps,
@@ -46,43 +54,86 @@ export class LogShipper extends BackgroundLoop {
   ) {
     super();
     this.#intervalMs = opts.intervalMs ?? 250;
-    this.#watchers = opts.watch === false ? null : new ChangeWatchers(() => this.wake());
+    this.#files = new SerialFiles(d.maxLogBytes ?? SERIAL_LOG_MAX_BYTES, () => d.now().getTime(), d.log);
+    this.#watchers =
+      opts.watch === false
+        ? null
+        : new ChangeWatchers(() => {
+            this.wake();
+            void this.capAll();
+          });
   }
 
   override async stop(): Promise<void> {
     await super.stop();
     this.#watchers?.close();
+    await this.#capping;
+  }
+
+  /** Rotates every log over its cap; concurrent callers share one sweep. */
+  capAll(): Promise<void> {
+    this.#capping ??= (async () => {
+      try {
+        for (const [slug, path] of this.#paths()) await this.#files.cap(slug, path);
+      } catch (err) {
+        this.d.log.error({ err }, "capping serial logs failed");
+      } finally {
+        this.#capping = null;
+      }
+    })();
+    return this.#capping;
   }
 
   /** One pass over every box; returns the lines shipped. Throws if the control plane is unreachable. */
   async shipOnce(): Promise<number> {
     let shipped = 0;
-    const slugs = this.d.slugs();
-    for (const slug of this.#cursors.keys()) if (!slugs.includes(slug)) this.#cursors.delete(slug);
-    const paths = new Map<string, string>();
-    for (const slug of slugs) {
-      const path = this.d.serialLog(slug);
-      if (path) paths.set(slug, path);
-    }
+    const paths = this.#paths();
+    for (const slug of this.#cursors.keys()) if (!paths.has(slug)) this.#cursors.delete(slug);
+    this.#files.forget(new Set(paths.keys()));
     if (!this.stopping) this.#watchers?.sync(paths.values());
+    await this.capAll();
     for (const [slug, path] of paths) shipped += await this.#shipBox(slug, path);
     return shipped;
   }
 
+  #paths(): Map<string, string> {
+    const paths = new Map<string, string>();
+    for (const slug of this.d.slugs()) {
+      const path = this.d.serialLog(slug);
+      if (path) paths.set(slug, path);
+    }
+    return paths;
+  }
+
   async #shipBox(slug: string, path: string): Promise<number> {
-    const st = await stat(path).catch(() => null);
-    if (!st) return 0;
-    const epoch = Math.floor(st.birthtimeMs) || 1;
+    const now = await this.#files.current(slug, path);
+    if (!now) return 0;
+    let shipped = 0;
+    // The previous epoch first, while its rest is still in the rotated copy.
+    const old = this.#files.rotatedEpoch(slug);
+    const cur = this.#cursors.get(slug);
+    if (old !== null && old !== now.epoch && (!cur || cur.epoch === old)) {
+      shipped += await this.#follow(slug, path, old, Number.MAX_SAFE_INTEGER);
+    }
+    return shipped + (await this.#follow(slug, path, now.epoch, now.size));
+  }
+
+  /**
+   * Ships epoch `epoch` of a box's log up to offset `size` (what this pass saw, so one
+   * flooding box cannot hold the pass), or only the cursor when the box is unknown.
+   */
+  async #follow(slug: string, path: string, epoch: number, size: number): Promise<number> {
     let cur = this.#cursors.get(slug);
     if (!cur || cur.epoch !== epoch) {
-      const ack = await this.#send(slug, { epoch, end: 0, lines: [] }, st.size);
+      const ack = await this.#send(slug, { epoch, end: 0, lines: [] }, size);
       if (!ack) return 0;
       cur = { epoch: ack.epoch, offset: ack.offset };
     }
     let shipped = 0;
-    while (cur.offset < st.size && !this.stopping) {
-      const { lines, end } = await readLines(path, cur.offset, Math.min(READ_MAX, st.size - cur.offset));
-      if (end === cur.offset) break; // only a partial line so far
+    while (cur.offset < size && !this.stopping) {
+      const chunk = await this.#files.read(slug, path, epoch, cur.offset);
+      if (chunk === "gone" || chunk.end === chunk.from) break; // rotated away, or no complete line yet
+      const { lines, end } = chunk;
       const batch = lines.slice(0, LOG_BATCH_MAX);
       const batchEnd = lines.length > LOG_BATCH_MAX ? lines[LOG_BATCH_MAX]!.offset : end;
       const at = this.d.now().toISOString();
@@ -93,7 +144,7 @@ export class LogShipper extends BackgroundLoop {
           end: batchEnd,
           lines: batch.map((l) => ({ offset: l.offset, at, source: l.source, text: l.text })),
         },
-        st.size,
+        size,
       );
       if (!ack) return shipped;
       shipped += ack.stored;
@@ -134,16 +185,5 @@ export class LogShipper extends BackgroundLoop {
       failed: (err, failures) =>
         this.d.log[failures === 1 ? "warn" : "debug"]({ err, failures }, "shipping box logs failed"),
     });
-  }
-}
-
-async function readLines(path: string, from: number, length: number) {
-  const fh = await open(path, "r");
-  try {
-    const buf = Buffer.alloc(length);
-    const { bytesRead } = await fh.read(buf, 0, length, from);
-    return splitSerialLines(buf.subarray(0, bytesRead), from, bytesRead === READ_MAX);
-  } finally {
-    await fh.close();
   }
 }

@@ -28,6 +28,7 @@ export async function waitReady(
   let checks = 0;
   for (;;) {
     const size = await fileSize(serialLog);
+    if (size < offset) offset = 0; // the agent rotated the log (logs/rotate.ts): read it from its start
     if (size > offset) {
       const fh = await open(serialLog, "r");
       try {
