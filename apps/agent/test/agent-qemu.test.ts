@@ -111,6 +111,15 @@ describe.skipIf(missing !== null)("agent with the real QEMU executor", () => {
       1000,
     );
 
+    // Someone flushes the isolation firewall's anti-spoofing chain: the next reconcile pass
+    // writes both tables back whole, with the running box's entry.
+    ns.exec("nft", ["flush", "chain", "bridge", "doppio", "from_box"]);
+    expect(ns.exec("nft", ["list", "chain", "bridge", "doppio", "from_box"])).not.toContain("@ports");
+    expect(await a.agent.reconciler.reconcileOnce()).toEqual([]);
+    expect(ns.exec("nft", ["list", "chain", "bridge", "doppio", "from_box"])).toContain("@ports accept");
+    expect(ns.exec("nft", ["list", "set", "bridge", "doppio", "ports"])).toContain("10.0.0.2");
+    expect(ns.curl("http://10.0.0.2:8000/").trim()).toBe("real-one");
+
     await cp.admin.del("/api/v1/boxes/real-one");
     await waitFor(
       "deleted",
