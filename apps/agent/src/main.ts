@@ -21,6 +21,12 @@ async function main(): Promise<void> {
   }
   const log = pino({ level: config.logLevel, base: { app: "doppio-agent" } });
   const { executor, network } = await loadBackend(config, log, process.env);
+  if (process.argv.includes("--teardown-network")) {
+    // Operators removing a host: every TAP, the isolation firewall and the bridge go.
+    // Run it with the agent stopped, after the boxes' VMs.
+    await network?.teardown();
+    process.exit(0);
+  }
   if (network && config.networkMode === "tap") await network.ensureBridge();
   const routes = new MemoryRouteTable();
   const edge = config.edge ? await (await import("./edge-wiring.ts")).buildEdge(config, routes, log) : null;

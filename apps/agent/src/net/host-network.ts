@@ -102,7 +102,8 @@ export class LinuxHostNetwork implements HostNetwork {
     await this.#exec("sysctl", ["-q", "-w", "net.ipv4.ip_forward=1"]);
     await this.#nft(async () => {
       // After an agent restart the kernel still holds the running boxes' entries: keep
-      // those whose TAP still exists, so their traffic never stops.
+      // those whose TAP still exists, so their traffic never stops. Later entries come and
+      // go with createTap/removeTap (a TAP being made right now may not exist yet).
       if (!this.#ports) {
         const taps = new Set(await this.listTaps());
         this.#ports = new Map(

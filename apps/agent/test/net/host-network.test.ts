@@ -1,7 +1,12 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parsePortSet } from "../../src/net/firewall.ts";
 import { LinuxHostNetwork } from "../../src/net/host-network.ts";
 import { macForIp, tapNameForIp } from "../../src/net/naming.ts";
+import { REPO } from "../qemu/support.ts";
 import { netnsUnavailable, TestNetns } from "../support/netns.ts";
 
 const missing = netnsUnavailable();
@@ -94,11 +99,43 @@ describe.skipIf(missing !== null)("LinuxHostNetwork in a test netns", () => {
     });
   });
 
+  it("`doppio-agent --teardown-network` removes the host's box network the agent config names", async () => {
+    await net.ensureBridge();
+    await net.createTap(tapNameForIp("10.77.0.5"), guest("10.77.0.5"));
+    const dataDir = mkdtempSync(join(tmpdir(), "dbx-teardown-"));
+    try {
+      execFileSync(
+        join(REPO, "node_modules/.bin/tsx"),
+        [join(REPO, "apps/agent/src/main.ts"), "--teardown-network"],
+        {
+          env: {
+            ...process.env,
+            DOPPIO_AGENT_CONTROL_PLANE_URL: "http://127.0.0.1:9",
+            DOPPIO_AGENT_SERVER_TOKEN: "dpa_unused_here",
+            DOPPIO_AGENT_API_TOKEN: "unused-here-0123456789",
+            DOPPIO_AGENT_DATA_DIR: dataDir,
+            DOPPIO_AGENT_DOMAIN: "test",
+            DOPPIO_AGENT_NETNS: ns.name,
+            DOPPIO_AGENT_CIDR: config.cidr,
+            DOPPIO_AGENT_LOG_LEVEL: "warn",
+          },
+          timeout: 60_000,
+        },
+      );
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+    expect(ns.exec("ip", ["-o", "link", "show"])).not.toContain("br-devbox");
+    expect(ns.exec("nft", ["list", "tables"]).trim()).toBe("");
+  });
+
   it("teardown leaves no TAP, bridge or firewall table behind", async () => {
-    await net.createTap(tapNameForIp("10.77.0.4"), guest("10.77.0.4"));
-    await net.teardown();
-    await net.teardown();
-    expect(await net.listTaps()).toEqual([]);
+    const agent = new LinuxHostNetwork({ ...config, netns: ns.name });
+    await agent.ensureBridge();
+    await agent.createTap(tapNameForIp("10.77.0.4"), guest("10.77.0.4"));
+    await agent.teardown();
+    await agent.teardown();
+    expect(await agent.listTaps()).toEqual([]);
     expect(ns.exec("ip", ["-o", "link", "show"])).not.toContain("br-devbox");
     expect(ns.exec("nft", ["list", "tables"]).trim()).toBe("");
   });
