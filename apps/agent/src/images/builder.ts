@@ -4,6 +4,7 @@ import { mkdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { StepReporter, TemplateSpec } from "../vmm/executor.ts";
+import { buildEnv } from "./build-env.ts";
 import { ImageError } from "./errors.ts";
 import { type ImageStore, type ImageVersion, versionName } from "./store.ts";
 import { findTemplate, type TemplateDescriptor } from "./templates.ts";
@@ -21,7 +22,10 @@ export interface BuildImageOptions {
   size?: string;
   /** Version directory name; `<timestamp>-<hash12>` otherwise. */
   version?: string;
-  /** Extra environment for the recipe (e.g. FRAPPE_BRANCH, DOPPIO_IMAGE_CACHE). */
+  /**
+   * Extra environment for the recipe (e.g. FRAPPE_BRANCH, DOPPIO_IMAGE_CACHE). Of the
+   * agent's own environment the recipe sees only the allow-list in build-env.ts.
+   */
   env?: Record<string, string>;
 }
 
@@ -51,7 +55,7 @@ export async function buildImage(
   const started = Date.now();
   const size = opts.size ?? t.defaultSize;
   const script = join(opts.repoDir, t.recipe.script);
-  const env = { ...process.env, ...opts.env };
+  const env = buildEnv(process.env, opts.env);
   const before = await opts.store.current(t.name);
 
   if (t.recipe.kind === "debian") {
