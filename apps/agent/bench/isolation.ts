@@ -16,19 +16,16 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import pino from "pino";
 import { run } from "../src/net/command.ts";
 import { removeTablesScript } from "../src/net/firewall.ts";
 import { LinuxHostNetwork } from "../src/net/host-network.ts";
 import { macForIp, tapNameForIp } from "../src/net/naming.ts";
-import { QemuExecutor } from "../src/vmm/qemu/executor.ts";
+import type { QemuExecutor } from "../src/vmm/qemu/executor.ts";
 import {
   boxSpec,
   buildMinimalImage,
-  GOLDEN_NET,
-  IMAGES_DIR,
+  minimalGoldenExecutor,
   qemuUnavailable,
-  REPO,
   RecordingReporter,
 } from "../test/qemu/support.ts";
 import { freePort } from "../test/support/caddy.ts";
@@ -115,25 +112,7 @@ try {
   );
 
   // 2. Throughput through the edge to a real guest.
-  ex = new QemuExecutor({
-    dataDir,
-    imagesDir: IMAGES_DIR,
-    network,
-    netns: ns.name,
-    goldenNet: GOLDEN_NET,
-    accel: "auto",
-    accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
-    log: pino({ level: "warn" }),
-  });
-  const template = {
-    name: "minimal",
-    version: "1",
-    imageVersion: "isolation",
-    readyPorts: [8000, 8888],
-    memoryMb: 256,
-    vcpu: 1,
-  };
-  await ex.buildGolden(template, new RecordingReporter());
+  ex = await minimalGoldenExecutor({ dataDir, network, netns: ns.name, imageVersion: "isolation" });
   await ex.createFromGolden(boxSpec("bench-box", "10.0.0.2"), new RecordingReporter());
   const edgePort = await freePort();
   const caddyDir = mkdtempSync(join(tmpdir(), "dbxb-caddy-"));

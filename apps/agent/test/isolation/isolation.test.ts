@@ -1,18 +1,15 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LinuxHostNetwork } from "../../src/net/host-network.ts";
 import { macForIp } from "../../src/net/naming.ts";
-import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
+import type { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
 import {
   boxSpec,
   buildMinimalImage,
-  GOLDEN_NET,
-  IMAGES_DIR,
+  minimalGoldenExecutor,
   qemuUnavailable,
-  REPO,
   RecordingReporter,
 } from "../qemu/support.ts";
 import { TestNetns } from "../support/netns.ts";
@@ -74,26 +71,13 @@ describe.skipIf(missing !== null)("tenant isolation from inside real guests", { 
     await listeners.listen(host, GW, ADMIN_PORT);
     await listeners.listen(host, "127.0.0.1", ADMIN_PORT);
     await listeners.listen(host, "127.0.0.1", METADATA_PORT);
-    ex = new QemuExecutor({
+    ex = await minimalGoldenExecutor({
       dataDir,
-      imagesDir: IMAGES_DIR,
       network,
       netns: host.name,
-      goldenNet: GOLDEN_NET,
-      accel: "auto",
-      accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
-      userModeMetadataPort: METADATA_PORT,
-      log: pino({ level: "warn" }),
-    });
-    const template = {
-      name: "minimal",
-      version: "1",
       imageVersion: "isolation",
-      readyPorts: [8000, 8888],
-      memoryMb: 256,
-      vcpu: 1,
-    };
-    expect((await ex.buildGolden(template, new RecordingReporter())).status).toBe("ready");
+      userModeMetadataPort: METADATA_PORT,
+    });
   }, 300_000);
 
   afterAll(async () => {

@@ -3,8 +3,10 @@ import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import pino from "pino";
 import { macForIp, tapNameForIp } from "../../src/net/naming.ts";
-import type { StepReporter, VmSpec } from "../../src/vmm/executor.ts";
+import type { HostNetwork, StepReporter, VmSpec } from "../../src/vmm/executor.ts";
+import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
 import { netnsUnavailable } from "../support/netns.ts";
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
@@ -94,4 +96,40 @@ export class RecordingReporter implements StepReporter {
     }
   }
   log(): void {}
+}
+
+/**
+ * A QEMU executor for tests and benches, its VMs in `netns`, with the minimal template's
+ * golden snapshot built from image `imageVersion` (see buildMinimalImage).
+ */
+export async function minimalGoldenExecutor(o: {
+  dataDir: string;
+  network: HostNetwork | null;
+  netns: string;
+  imageVersion: string;
+  userModeMetadataPort?: number;
+}): Promise<QemuExecutor> {
+  const ex = new QemuExecutor({
+    dataDir: o.dataDir,
+    imagesDir: IMAGES_DIR,
+    network: o.network,
+    netns: o.netns,
+    goldenNet: GOLDEN_NET,
+    accel: "auto",
+    // The KVM probe verdict is per host: keep it across runs.
+    accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
+    userModeMetadataPort: o.userModeMetadataPort ?? null,
+    log: pino({ level: "warn" }),
+  });
+  const template = {
+    name: "minimal",
+    version: "1",
+    imageVersion: o.imageVersion,
+    readyPorts: [8000, 8888],
+    memoryMb: 256,
+    vcpu: 1,
+  };
+  const info = await ex.buildGolden(template, new RecordingReporter());
+  if (info.status !== "ready") throw new Error(`golden build failed: ${info.error ?? info.status}`);
+  return ex;
 }
