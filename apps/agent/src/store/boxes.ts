@@ -65,11 +65,12 @@ export class BoxStore {
     return (this.db.prepare("SELECT * FROM boxes ORDER BY slug").all() as Row[]).map(toBox);
   }
 
-  upsert(box: Omit<StoredBox, "updatedAt">): void {
+  /** `createdByJob` is recorded only when the row is new; an update never changes it. */
+  upsert(box: Omit<StoredBox, "updatedAt">, opts: { createdByJob?: string } = {}): void {
     this.db
       .prepare(
-        `INSERT INTO boxes (slug, desired_state, spec, ip, mac, tap, generation, updated_at)
-         VALUES (@slug, @desired, @spec, @ip, @mac, @tap, @generation, @at)
+        `INSERT INTO boxes (slug, desired_state, spec, ip, mac, tap, generation, updated_at, created_by_job)
+         VALUES (@slug, @desired, @spec, @ip, @mac, @tap, @generation, @at, @createdByJob)
          ON CONFLICT (slug) DO UPDATE SET desired_state = @desired, spec = @spec, ip = @ip, mac = @mac,
            tap = @tap, generation = @generation, updated_at = @at`,
       )
@@ -82,7 +83,16 @@ export class BoxStore {
         tap: box.tap,
         generation: box.generation,
         at: this.now().toISOString(),
+        createdByJob: opts.createdByJob ?? null,
       });
+  }
+
+  /** The job whose create first recorded this box (null for rows older than the column). */
+  createdByJob(slug: string): string | null {
+    const row = this.db.prepare("SELECT created_by_job FROM boxes WHERE slug = ?").get(slug) as
+      | { created_by_job: string | null }
+      | undefined;
+    return row?.created_by_job ?? null;
   }
 
   setDesired(slug: string, desired: "running" | "stopped"): void {

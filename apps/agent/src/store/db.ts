@@ -69,6 +69,11 @@ const MIGRATIONS: string[] = [
     until INTEGER NOT NULL
   );
   `,
+  // The job that first recorded the box: a create that fails undoes only a box it made
+  // itself (a retry of that job included), never one that existed before it.
+  `
+  ALTER TABLE boxes ADD COLUMN created_by_job TEXT;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

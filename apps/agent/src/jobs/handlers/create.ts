@@ -1,16 +1,18 @@
 import { BoxJobPayload } from "@doppio/contracts";
 import { AgentError } from "../../errors.ts";
-import { defineHandler } from "../registry.ts";
+import type { StepReporter } from "../../vmm/executor.ts";
+import { defineHandler, type HandlerDeps } from "../registry.ts";
 import { boxRecord, freshSecrets, publishRunning, specFromPayload, vmSpec } from "./common.ts";
 
 /**
  * create: allocate an address → record the box → restore from golden (or cold-boot the
  * default template) → publish its routes. Safe to run again after a crash: the address
  * is the same, the secrets are the stored ones, and a VM that already runs is adopted.
+ * A create that fails after taking an address gives back what it took (see undoCreate).
  */
 export const createHandler = defineHandler({
   schema: BoxJobPayload,
-  async run(deps, p, _job, report) {
+  async run(deps, p, job, report) {
     const { slug } = p;
     const state = await report.step("check_state", () => deps.executor.inspect(slug));
     // Decide the path before taking an address, so an impossible create leaves nothing behind.
@@ -22,29 +24,63 @@ export const createHandler = defineHandler({
         { details: { template: p.template, golden: golden.status } },
       );
     }
-    const ip = await report.step("allocate_ip", async () => deps.ipPool.allocate(slug));
     const prev = deps.boxes.get(slug);
-    const secrets = prev?.spec.secrets ?? freshSecrets();
-    const box = {
-      ...boxRecord(deps, slug, ip, specFromPayload(p, secrets), prev),
-      desiredState: "running" as const,
-    };
-    deps.boxes.upsert(box);
+    // Only a box this job brought into being (in this attempt or an earlier one) may be
+    // undone; one recorded by an earlier job, or a VM already on the host, keeps its volume.
+    const ours = prev ? deps.boxes.createdByJob(slug) === job.id : state === "gone";
+    try {
+      const ip = await report.step("allocate_ip", async () => deps.ipPool.allocate(slug));
+      const secrets = prev?.spec.secrets ?? freshSecrets();
+      const box = {
+        ...boxRecord(deps, slug, ip, specFromPayload(p, secrets), prev),
+        desiredState: "running" as const,
+      };
+      deps.boxes.upsert(box, { createdByJob: job.id });
 
-    let upstream = state === "running" ? await deps.executor.upstream(slug) : null;
-    if (!upstream) {
-      const spec = vmSpec(deps, box, deps.boxes.bumpGeneration(slug));
-      if (golden?.status === "ready") {
-        upstream = await deps.executor.createFromGolden(spec, report);
-      } else {
-        report.log(
-          `no golden snapshot for ${p.template} (${golden?.status}); cold-booting the default template`,
-        );
-        upstream = await deps.executor.createColdBoot(spec, report);
+      let upstream = state === "running" ? await deps.executor.upstream(slug) : null;
+      if (!upstream) {
+        const spec = vmSpec(deps, box, deps.boxes.bumpGeneration(slug));
+        if (golden?.status === "ready") {
+          upstream = await deps.executor.createFromGolden(spec, report);
+        } else {
+          report.log(
+            `no golden snapshot for ${p.template} (${golden?.status}); cold-booting the default template`,
+          );
+          upstream = await deps.executor.createColdBoot(spec, report);
+        }
       }
+      const ready = upstream;
+      await report.step("add_routes", async () => publishRunning(deps, slug, box.spec, ready));
+      return { ip };
+    } catch (err) {
+      if (ours) await undoCreate(deps, slug, report, job.id);
+      throw err;
     }
-    const ready = upstream;
-    await report.step("add_routes", async () => publishRunning(deps, slug, box.spec, ready));
-    return { ip };
   },
 });
+
+/**
+ * After a failed create: whatever VM artifacts are left (executors clean up their own
+ * failed launch, but not every failure is theirs), then the route, the box's record and its
+ * address, so the address is free again and reconcile does not try to start a box that
+ * never was. If the VM cannot be removed, its address stays taken: it may still be in use,
+ * and a delete (which removes again) releases both.
+ */
+async function undoCreate(deps: HandlerDeps, slug: string, report: StepReporter, job: string): Promise<void> {
+  const log = deps.log.child({ box: slug, job });
+  try {
+    if ((await deps.executor.inspect(slug)) !== "gone") await deps.executor.remove(slug, report);
+  } catch (err) {
+    log.error({ err }, "failed create: its VM could not be removed; its address stays allocated");
+    return;
+  }
+  if (deps.ipPool.get(slug) === null && deps.boxes.get(slug) === null) return;
+  await report
+    .step("release_ip", async () => {
+      deps.routes.delete(slug);
+      deps.boxes.remove(slug);
+      deps.ipPool.free(slug);
+    })
+    .catch((err: unknown) => log.error({ err }, "failed create: releasing its address failed"));
+  log.info("failed create undone: address and disks released");
+}
