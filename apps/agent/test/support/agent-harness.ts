@@ -115,6 +115,7 @@ export async function startAgent(opts: {
     async close() {
       await agent.runner.idle();
       await agent.stop();
+      edge?.stop(); // after the API, as main.ts does: closes the edge's store handle
       await rm(dataDir, { recursive: true, force: true });
     },
   };
