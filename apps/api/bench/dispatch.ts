@@ -17,7 +17,9 @@ const JOBS = Number(values.jobs);
 const POLL_INTERVAL_MEAN_MS = 10_000 / 2;
 
 const kind = values.db === "postgres" ? "postgres" : "pglite";
-const env = await startControlPlane({ kind, config: { authRateLimitPerMinute: 1000 } });
+// Every box is the admin's: lift the per-user quota and create rate for the run.
+const limits = { boxQuotaPerUser: 1_000_000, boxCreatesPerMinute: 1_000_000 };
+const env = await startControlPlane({ kind, config: { authRateLimitPerMinute: 1000, ...limits } });
 try {
   const admin = await env.admin();
   const agent = await registerServer(admin, "bench-host", {

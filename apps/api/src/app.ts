@@ -14,11 +14,13 @@ import type { Logger } from "pino";
 import type { ApiConfig } from "./config.ts";
 import { type Clock, type Ctx, systemClock } from "./context.ts";
 import type { Database } from "./db/client.ts";
+import { RateWindow } from "./domain/rate-window.ts";
 import { requireMetricsToken } from "./http/auth.ts";
 import { installErrorHandling } from "./http/errors.ts";
 import { refuseUnstorableText } from "./http/text.ts";
 import { createMetrics } from "./metrics.ts";
 import { Bus } from "./realtime/bus.ts";
+import { StreamSlots } from "./realtime/stream-slots.ts";
 import { accessRoutes } from "./routes/access.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { agentGitRoutes } from "./routes/agent-git.ts";
@@ -73,6 +75,8 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     metrics: createMetrics(),
     access: await loadAccessKeys(deps.database.db),
     gitCredentials: deps.gitCredentials ?? noGitCredentials,
+    streamSlots: new StreamSlots(config.streamsPerUser),
+    boxCreates: new RateWindow(config.boxCreatesPerMinute, 60_000),
   };
 
   installErrorHandling(app);

@@ -48,6 +48,18 @@ export const ApiConfig = z.strictObject({
   adminPasswordFile: z.string().optional(),
   /** When set, `GET /metrics` wants `Authorization: Bearer <metricsToken>`. */
   metricsToken: z.string().min(16).optional(),
+  /** Boxes one user may have at once (403 beyond). */
+  boxQuotaPerUser: z.coerce.number().int().positive().default(20),
+  /** Box creations one user may ask for per minute (429 with Retry-After beyond). */
+  boxCreatesPerMinute: z.coerce.number().int().positive().default(30),
+  /** Event and log streams one user may hold open at once (429 beyond). */
+  streamsPerUser: z.coerce.number().int().positive().default(16),
+  /** Bytes a stream may have waiting for a slow reader before it is closed (the reader resumes). */
+  streamBufferBytes: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(1024 * 1024),
 });
 export type ApiConfig = z.infer<typeof ApiConfig>;
 

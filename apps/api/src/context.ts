@@ -1,8 +1,10 @@
 import type { Logger } from "pino";
 import type { ApiConfig } from "./config.ts";
 import type { Db } from "./db/client.ts";
+import type { RateWindow } from "./domain/rate-window.ts";
 import type { Metrics } from "./metrics.ts";
 import type { Bus } from "./realtime/bus.ts";
+import type { StreamSlots } from "./realtime/stream-slots.ts";
 import type { AccessKeys } from "./services/access.ts";
 import type { GitCredentialSource } from "./services/git-credentials.ts";
 
@@ -22,4 +24,8 @@ export interface Ctx {
   access: AccessKeys;
   /** Short-lived Git credentials for boxes (read per request, so a test may swap it). */
   gitCredentials: GitCredentialSource;
+  /** Event and log streams each user holds open. */
+  streamSlots: StreamSlots;
+  /** Box creations per user in the last minute. */
+  boxCreates: RateWindow;
 }

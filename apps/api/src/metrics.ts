@@ -29,6 +29,16 @@ export function createMetrics() {
       help: "Agent claim long-polls currently held open",
       registers: [registry],
     }),
+    sseStreams: new Gauge({
+      name: "doppio_sse_streams",
+      help: "Event and log streams currently open",
+      registers: [registry],
+    }),
+    sseDropped: new Counter({
+      name: "doppio_sse_dropped_total",
+      help: "Streams closed because their reader fell too far behind",
+      registers: [registry],
+    }),
     jobsReaped: new Counter({
       name: "doppio_jobs_reaped_total",
       help: "Jobs whose lease expired, by outcome",

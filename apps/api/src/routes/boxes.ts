@@ -2,7 +2,7 @@ import { Box, CreateBoxRequest, Job, Template, UpdateBoxRequest } from "@doppio/
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { Ctx } from "../context.ts";
-import { notFound } from "../errors.ts";
+import { AppError, notFound } from "../errors.ts";
 import { requireUser } from "../http/auth.ts";
 import { loadBoxView, toBox } from "../services/box-view.ts";
 import { createBox, findBox, listBoxes, performAction, updateBoxEnv } from "../services/boxes.ts";
@@ -45,6 +45,17 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
         schema: { tags: ["boxes"], body: CreateBoxRequest, response: { 202: BoxWithJob } },
       },
       async (req, reply) => {
+        // Every create that gets this far counts, refused or not: each costs a transaction.
+        const waitMs = ctx.boxCreates.take(req.principal!.userId, ctx.clock.now().getTime());
+        if (waitMs > 0) {
+          const seconds = Math.ceil(waitMs / 1000);
+          reply.header("retry-after", String(seconds));
+          throw new AppError(
+            "rate_limited",
+            `too many boxes created (at most ${ctx.boxCreates.limit} a minute); try again in ${seconds} s`,
+            { retryAfterSeconds: seconds },
+          );
+        }
         const { box, job } = await createBox(ctx, req.principal!, req.body);
         const v = await view(box.id);
         return reply.code(202).send({ box: v.box, job: toJob(job, box.slug, v.serverName) });

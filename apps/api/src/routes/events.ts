@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from "fastify";
 import type { Ctx } from "../context.ts";
 import { requireUser } from "../http/auth.ts";
-import { openSse, sseEvent } from "../http/sse.ts";
+import { openSse } from "../http/sse.ts";
 
 /**
  * Server-sent events of the caller's team: `box` and `job` changes as they happen.
@@ -11,12 +11,17 @@ import { openSse, sseEvent } from "../http/sse.ts";
 export function eventRoutes(ctx: Ctx): FastifyPluginAsync {
   const user = requireUser(ctx);
   return async (app) => {
-    app.get("/events", { onRequest: user, schema: { tags: ["realtime"], hide: true } }, (req, reply) => {
-      let unsubscribe = () => {};
-      const res = openSse(reply, () => unsubscribe());
-      unsubscribe = ctx.bus.subscribe(req.principal!.teamId, (event) => {
-        sseEvent(res, event.type, event.type === "box" ? event.box : event.job);
-      });
-    });
+    app.get(
+      "/events",
+      { onRequest: user, schema: { tags: ["realtime"], hide: true } },
+      async (req, reply) => {
+        const release = ctx.streamSlots.acquire(req.principal!.userId);
+        let unsubscribe = () => {};
+        const stream = openSse(ctx, reply, release, () => unsubscribe());
+        unsubscribe = ctx.bus.subscribe(req.principal!.teamId, (event) => {
+          stream.send(event.type, event.type === "box" ? event.box : event.job);
+        });
+      },
+    );
   };
 }

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { Ctx } from "../context.ts";
 import { requireAgent, requireUser } from "../http/auth.ts";
-import { openSse, sseEvent } from "../http/sse.ts";
+import { openSse } from "../http/sse.ts";
 import { findBox } from "../services/boxes.ts";
 import { appendLogs, LOG_KEEP_LINES, readLogs } from "../services/logs.ts";
 
@@ -45,11 +45,12 @@ export function logRoutes(ctx: Ctx): FastifyPluginAsyncZod {
           const fresh = lines.filter((l) => l.seq > sent && (!q.source || l.source === q.source));
           if (fresh.length === 0) return;
           sent = fresh.at(-1)!.seq;
-          sseEvent(res, "lines", { lines: fresh }, sent);
+          stream.send("lines", { lines: fresh }, sent);
         };
         // Subscribe before reading the backlog: lines committed in between are not lost.
+        const release = ctx.streamSlots.acquire(req.principal!.userId);
         let unsubscribe = () => {};
-        const res = openSse(reply, () => unsubscribe());
+        const stream = openSse(ctx, reply, release, () => unsubscribe());
         unsubscribe = ctx.bus.subscribeLogs(box.id, (lines) => (live ? send(lines) : early.push(...lines)));
         try {
           const page = await readLogs(ctx, box.id, q, BACKLOG_MAX);
@@ -59,7 +60,7 @@ export function logRoutes(ctx: Ctx): FastifyPluginAsyncZod {
           send(early);
         } catch (err) {
           req.log.error({ err, slug: box.slug }, "log backlog failed");
-          res.end(); // the EventSource reconnects with its Last-Event-ID
+          stream.end(); // the EventSource reconnects with its Last-Event-ID
         }
       },
     );

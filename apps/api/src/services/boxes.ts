@@ -11,7 +11,7 @@ import {
   IN_FLIGHT_STATUS,
   slugProblem,
 } from "@doppio/contracts";
-import { and, desc, eq, inArray, isNull, ne } from "drizzle-orm";
+import { and, count, desc, eq, inArray, isNull, ne } from "drizzle-orm";
 import { newId } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
@@ -93,6 +93,20 @@ async function announce(ctx: Ctx, serverId: string, boxId: string): Promise<void
   if (view) ctx.bus.publish(view.box.teamId, { type: "box", box: toBox(view.box, view.server) });
 }
 
+/** Boxes a user may have at once: one user must not exhaust every server for everyone. */
+async function checkQuota(ctx: Ctx, tx: Db, p: Principal): Promise<void> {
+  const [row] = await tx
+    .select({ n: count() })
+    .from(boxes)
+    .where(and(eq(boxes.ownerId, p.userId), isNull(boxes.deletedAt)));
+  const quota = ctx.config.boxQuotaPerUser;
+  if ((row?.n ?? 0) >= quota) {
+    throw new AppError("forbidden", `box quota reached: at most ${quota} boxes per user; delete one first`, {
+      quota,
+    });
+  }
+}
+
 export async function createBox(
   ctx: Ctx,
   p: Principal,
@@ -107,7 +121,10 @@ export async function createBox(
     const slug = req.name ?? generateSlug();
     try {
       const created = await ctx.db.transaction(async (tx) => {
-        const placement = placeBox(await candidates(tx, template), need, {
+        // candidates() locks the active servers, so concurrent creates count in turn.
+        const hosts = await candidates(tx, template);
+        await checkQuota(ctx, tx, p);
+        const placement = placeBox(hosts, need, {
           now: ctx.clock.now(),
           heartbeatFreshMs: ctx.config.heartbeatFreshMs,
           allowColdBoot: template.isDefault,
