@@ -11,7 +11,7 @@
  */
 import { Agent, request } from "node:http";
 import { performance } from "node:perf_hooks";
-import { cookieFrom, DOMAIN, OWNER, startEdge } from "../test/edge/harness.ts";
+import { cookieFrom, DOMAIN, forHost, startEdge } from "../test/edge/harness.ts";
 import { findCaddy, freePort } from "../test/support/caddy.ts";
 
 const N = Number(process.argv[2] ?? 2000);
@@ -65,7 +65,7 @@ try {
       req.end();
     });
 
-  const token = e.handoff({ sub: "alpha", usr: OWNER, aud: "code" });
+  const token = e.handoff(forHost(`alpha.code.${DOMAIN}`));
   const signIn = await new Promise<string>((resolve, reject) => {
     const [hostname, port] = e.edge.split(":") as [string, string];
     request(
