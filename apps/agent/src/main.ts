@@ -1,3 +1,4 @@
+import { LOG_REDACT } from "@doppio/contracts";
 import { pino } from "pino";
 import { type Agent, createAgent } from "./agent.ts";
 import { loadBackend } from "./backends.ts";
@@ -19,7 +20,7 @@ async function main(): Promise<void> {
     process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(2);
   }
-  const log = pino({ level: config.logLevel, base: { app: "doppio-agent" } });
+  const log = pino({ level: config.logLevel, base: { app: "doppio-agent" }, redact: LOG_REDACT });
   const { executor, network } = await loadBackend(config, log, process.env);
   if (process.argv.includes("--teardown-network")) {
     // Operators removing a host: every TAP, the isolation firewall and the bridge go.

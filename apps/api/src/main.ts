@@ -1,10 +1,10 @@
-import { pino } from "pino";
 import { buildControlPlane } from "./app.ts";
 import { loadConfig } from "./config.ts";
 import { openDatabase } from "./db/client.ts";
+import { createLogger } from "./logger.ts";
 
 const config = loadConfig();
-const logger = pino({ level: config.logLevel, base: { service: "api" } });
+const logger = createLogger(config.logLevel);
 const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
 const cp = await buildControlPlane({ config, database, logger });
 cp.startReaper();

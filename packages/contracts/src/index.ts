@@ -4,5 +4,6 @@ export * from "./box.ts";
 export * from "./errors.ts";
 export * from "./hosts.ts";
 export * from "./job.ts";
+export * from "./log-redact.ts";
 export * from "./logs.ts";
 export * from "./slug.ts";

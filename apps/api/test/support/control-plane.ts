@@ -3,10 +3,11 @@ import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
-import { pino } from "pino";
+import type { DestinationStream } from "pino";
 import { buildControlPlane, type ControlPlane } from "../../src/app.ts";
 import { ApiConfig } from "../../src/config.ts";
 import { openDatabase } from "../../src/db/client.ts";
+import { createLogger } from "../../src/logger.ts";
 import { TestClient } from "./client.ts";
 
 export type DbKind = "pglite" | "postgres";
@@ -56,6 +57,8 @@ export async function startControlPlane(
     config?: Partial<ApiConfig>;
     /** An existing data directory (a restart, PGlite); kept at close. */
     dataDir?: string;
+    /** Where the control plane's log lines go (default: stdout, at the config's level). */
+    logTo?: DestinationStream;
   } = {},
 ): Promise<TestControlPlane> {
   const kind = opts.kind ?? "pglite";
@@ -96,7 +99,7 @@ export async function startControlPlane(
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   let cp: ControlPlane;
   try {
-    cp = await buildControlPlane({ config, database, logger: pino({ level: config.logLevel }) });
+    cp = await buildControlPlane({ config, database, logger: createLogger(config.logLevel, opts.logTo) });
   } catch (err) {
     await database.close();
     await dropDatabase();
