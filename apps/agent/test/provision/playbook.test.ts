@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { startControlPlane, type TestControlPlane } from "../../../api/test/support/control-plane.ts";
@@ -24,12 +24,15 @@ describe.skipIf(unavailable !== null)("provisioning a fresh Debian host with Ans
   const timings: Record<string, number> = {};
   const admin = () => cp.admin();
 
-  const play = (playbook: string, extra: { args?: string[]; vars?: Record<string, unknown> } = {}) =>
+  const play = (
+    playbook: string,
+    extra: { args?: string[]; vars?: Record<string, unknown>; controlPathDir?: string } = {},
+  ) =>
     runPlaybook(playbook, {
       inventory: host.inventory,
       vars: { ...vars, ...extra.vars },
       args: extra.args ?? [],
-      controlPathDir: path.join(host.runDir, "cp"),
+      controlPathDir: extra.controlPathDir ?? path.join(host.runDir, "cp"),
       timeoutMs: 12 * MIN,
     });
 
@@ -43,6 +46,15 @@ describe.skipIf(unavailable !== null)("provisioning a fresh Debian host with Ans
       publicScheme: "http",
     });
     expect(res.status, JSON.stringify(res.body)).toBe(201);
+    // One bundle for every run: the playbook builds it from the checkout when not given, but
+    // a tree others edit meanwhile would give each run a new release.
+    const bundle = JSON.parse(
+      execFileSync(
+        path.join(REPO, "node_modules/.bin/tsx"),
+        [path.join(REPO, "provision/bundle/build-bundle.ts"), "--out", path.join(REPO, ".data/provision/bundles")],
+        { encoding: "utf8" },
+      ),
+    ) as { path: string; id: string };
     host = await startTestHost();
     const cpPort = await host.forward(Number(new URL(cp.url).port));
     vars = {
@@ -54,7 +66,7 @@ describe.skipIf(unavailable !== null)("provisioning a fresh Debian host with Ans
       doppio_domain: "prov-1.boxes.test",
       doppio_allow_tcg: true,
       doppio_known_hosts_file: host.knownHosts,
-      doppio_agent_bundle_dir: path.join(REPO, ".data/provision/bundles"),
+      doppio_agent_bundle: bundle.path,
     };
   }, 10 * MIN);
 
@@ -134,7 +146,10 @@ describe.skipIf(unavailable !== null)("provisioning a fresh Debian host with Ans
     execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", otherKey]);
     const pub = readFileSync(`${otherKey}.pub`, "utf8").split(" ").slice(0, 2).join(" ");
     writeFileSync(forged, `${host.ip} ${pub}\n`);
-    const run = await play("verify.yml", { vars: { doppio_known_hosts_file: forged } });
+    // A fresh connection: an open SSH master from the runs above would skip the key check.
+    const controlPathDir = path.join(host.runDir, "cp-forged");
+    mkdirSync(controlPathDir);
+    const run = await play("verify.yml", { vars: { doppio_known_hosts_file: forged }, controlPathDir });
     expect(run.code).not.toBe(0);
     expect(run.stats[host.name]).toMatchObject({ unreachable: 1 });
     expect(run.failures.join("\n")).toMatch(/REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed/);
