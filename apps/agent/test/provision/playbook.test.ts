@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { buildBundle } from "../../../../provision/bundle/build-bundle.ts";
 import { startControlPlane, type TestControlPlane } from "../../../api/test/support/control-plane.ts";
 import { describeRun, runPlaybook } from "./support/ansible.ts";
 import { REPO, startTestHost, type TestHost, testHostUnavailable } from "./support/test-host.ts";
@@ -48,13 +49,7 @@ describe.skipIf(unavailable !== null)("provisioning a fresh Debian host with Ans
     expect(res.status, JSON.stringify(res.body)).toBe(201);
     // One bundle for every run: the playbook builds it from the checkout when not given, but
     // a tree others edit meanwhile would give each run a new release.
-    const bundle = JSON.parse(
-      execFileSync(
-        path.join(REPO, "node_modules/.bin/tsx"),
-        [path.join(REPO, "provision/bundle/build-bundle.ts"), "--out", path.join(REPO, ".data/provision/bundles")],
-        { encoding: "utf8" },
-      ),
-    ) as { path: string; id: string };
+    const bundle = buildBundle({ out: path.join(REPO, ".data/provision/bundles") });
     host = await startTestHost();
     const cpPort = await host.forward(Number(new URL(cp.url).port));
     vars = {
@@ -76,82 +71,117 @@ describe.skipIf(unavailable !== null)("provisioning a fresh Debian host with Ans
     console.log(`[provision] timings (ms): ${JSON.stringify(timings)}`);
   });
 
-  test("playbook.yml turns the bare host into a server: agent healthy, golden ready, heartbeats arrive", async () => {
-    const run = await play("playbook.yml");
-    timings.first = run.ms;
-    expect(run.code, describeRun(run)).toBe(0);
-    // Machine-readable for the control plane: every stdout line is one JSON event.
-    expect(run.stray).toEqual([]);
-    expect(run.stats[host.name]).toMatchObject({ failures: 0, unreachable: 0 });
-    expect(run.stats[host.name]!.changed).toBeGreaterThan(10);
-    // Secrets never reach the callback's output.
-    expect(run.stdout).not.toContain(String(vars.doppio_agent_token));
-    const apiToken = host.ssh("cat /etc/doppio-agent/api-token").trim();
-    expect(apiToken).toMatch(/^[0-9a-f]{64}$/);
-    expect(run.stdout).not.toContain(apiToken);
+  test(
+    "playbook.yml turns the bare host into a server: agent healthy, golden ready, heartbeats arrive",
+    async () => {
+      const run = await play("playbook.yml");
+      timings.first = run.ms;
+      expect(run.code, describeRun(run)).toBe(0);
+      // Machine-readable for the control plane: every stdout line is one JSON event.
+      expect(run.stray).toEqual([]);
+      expect(run.stats[host.name]).toMatchObject({ failures: 0, unreachable: 0 });
+      expect(run.stats[host.name]!.changed).toBeGreaterThan(10);
+      // Secrets never reach the callback's output.
+      expect(run.stdout).not.toContain(String(vars.doppio_agent_token));
+      const apiToken = host.ssh("cat /etc/doppio-agent/api-token").trim();
+      expect(apiToken).toMatch(/^[0-9a-f]{64}$/);
+      expect(run.stdout).not.toContain(apiToken);
 
-    expect(host.ssh("systemctl is-active doppio-agent caddy").trim().split("\n")).toEqual(["active", "active"]);
-    const health = JSON.parse(host.ssh("curl -sf http://127.0.0.1:8090/health"));
-    expect(health).toMatchObject({ ok: true, backend: "qemu" });
-    const golden = JSON.parse(
-      host.ssh(`curl -sf -H 'Authorization: Bearer ${apiToken}' http://127.0.0.1:8090/golden-snapshot/status`),
-    );
-    expect(golden.templates.minimal.status).toBe("ready");
-    // The host key was recorded on first contact (trust on first use).
-    const recorded = execFileSync("ssh-keygen", ["-F", host.ip, "-f", host.knownHosts], { encoding: "utf8" });
-    expect(recorded).toContain("ssh-ed25519");
-    // The agent reached the control plane through the veth.
-    const client = await admin();
-    const deadline = Date.now() + MIN;
-    let server = (await client.get(`/api/v1/servers/${SERVER}`)).body;
-    while (!server.lastHeartbeatAt && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 1000));
-      server = (await client.get(`/api/v1/servers/${SERVER}`)).body;
-    }
-    expect(server.lastHeartbeatAt, JSON.stringify(server)).not.toBeNull();
-  }, 15 * MIN);
+      expect(host.ssh("systemctl is-active doppio-agent caddy").trim().split("\n")).toEqual([
+        "active",
+        "active",
+      ]);
+      const health = JSON.parse(host.ssh("curl -sf http://127.0.0.1:8090/health"));
+      expect(health).toMatchObject({ ok: true, backend: "qemu" });
+      const golden = JSON.parse(
+        host.ssh(
+          `curl -sf -H 'Authorization: Bearer ${apiToken}' http://127.0.0.1:8090/golden-snapshot/status`,
+        ),
+      );
+      expect(golden.templates.minimal.status).toBe("ready");
+      // The host key was recorded on first contact (trust on first use).
+      const recorded = execFileSync("ssh-keygen", ["-F", host.ip, "-f", host.knownHosts], {
+        encoding: "utf8",
+      });
+      expect(recorded).toContain("ssh-ed25519");
+      // The agent reached the control plane through the veth.
+      const client = await admin();
+      const deadline = Date.now() + MIN;
+      let server = (await client.get(`/api/v1/servers/${SERVER}`)).body;
+      while (!server.lastHeartbeatAt && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 1000));
+        server = (await client.get(`/api/v1/servers/${SERVER}`)).body;
+      }
+      expect(server.lastHeartbeatAt, JSON.stringify(server)).not.toBeNull();
+    },
+    15 * MIN,
+  );
 
-  test("a second run changes nothing", async () => {
-    const run = await play("playbook.yml");
-    timings.second = run.ms;
-    expect(run.code, describeRun(run)).toBe(0);
-    expect(run.changedTasks).toEqual([]);
-    expect(run.stats[host.name]).toMatchObject({ changed: 0, failures: 0 });
-  }, 10 * MIN);
+  test(
+    "a second run changes nothing",
+    async () => {
+      const run = await play("playbook.yml");
+      timings.second = run.ms;
+      expect(run.code, describeRun(run)).toBe(0);
+      expect(run.changedTasks).toEqual([]);
+      expect(run.stats[host.name]).toMatchObject({ changed: 0, failures: 0 });
+    },
+    10 * MIN,
+  );
 
-  test("--check --diff reports no drift", async () => {
-    const run = await play("playbook.yml", { args: ["--check", "--diff"] });
-    timings.check = run.ms;
-    expect(run.code, describeRun(run)).toBe(0);
-    expect(run.changedTasks).toEqual([]);
-    expect(run.stats[host.name]).toMatchObject({ changed: 0, failures: 0 });
-  }, 10 * MIN);
+  test(
+    "--check --diff reports no drift",
+    async () => {
+      const run = await play("playbook.yml", { args: ["--check", "--diff"] });
+      timings.check = run.ms;
+      expect(run.code, describeRun(run)).toBe(0);
+      expect(run.changedTasks).toEqual([]);
+      expect(run.stats[host.name]).toMatchObject({ changed: 0, failures: 0 });
+    },
+    10 * MIN,
+  );
 
-  test("verify.yml's checklist passes on the provisioned host", async () => {
-    const run = await play("verify.yml");
-    timings.verify = run.ms;
-    expect(run.code, describeRun(run)).toBe(0);
-    expect(run.stats[host.name]).toMatchObject({ changed: 0, failures: 0 });
-  }, 5 * MIN);
+  test(
+    "verify.yml's checklist passes on the provisioned host",
+    async () => {
+      const run = await play("verify.yml");
+      timings.verify = run.ms;
+      expect(run.code, describeRun(run)).toBe(0);
+      expect(run.stats[host.name]).toMatchObject({ changed: 0, failures: 0 });
+    },
+    5 * MIN,
+  );
 
-  test("the kvm role refuses a host without KVM unless TCG is allowed", async () => {
-    const run = await play("playbook.yml", { args: ["--tags", "kvm"], vars: { doppio_allow_tcg: false } });
-    expect(run.code).not.toBe(0);
-    expect(run.failures.join("\n")).toMatch(/KVM is not usable .*\/dev\/kvm does not exist.*doppio_allow_tcg: true/s);
-  }, 2 * MIN);
+  test(
+    "the kvm role refuses a host without KVM unless TCG is allowed",
+    async () => {
+      const run = await play("playbook.yml", { args: ["--tags", "kvm"], vars: { doppio_allow_tcg: false } });
+      expect(run.code).not.toBe(0);
+      expect(run.failures.join("\n")).toMatch(
+        /KVM is not usable .*\/dev\/kvm does not exist.*doppio_allow_tcg: true/s,
+      );
+    },
+    2 * MIN,
+  );
 
-  test("a changed host key stops the run (keys are pinned, not ignored)", async () => {
-    const forged = path.join(host.runDir, "known_hosts.forged");
-    const otherKey = path.join(host.runDir, "other_host_key");
-    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", otherKey]);
-    const pub = readFileSync(`${otherKey}.pub`, "utf8").split(" ").slice(0, 2).join(" ");
-    writeFileSync(forged, `${host.ip} ${pub}\n`);
-    // A fresh connection: an open SSH master from the runs above would skip the key check.
-    const controlPathDir = path.join(host.runDir, "cp-forged");
-    mkdirSync(controlPathDir);
-    const run = await play("verify.yml", { vars: { doppio_known_hosts_file: forged }, controlPathDir });
-    expect(run.code).not.toBe(0);
-    expect(run.stats[host.name]).toMatchObject({ unreachable: 1 });
-    expect(run.failures.join("\n")).toMatch(/REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed/);
-  }, 2 * MIN);
+  test(
+    "a changed host key stops the run (keys are pinned, not ignored)",
+    async () => {
+      const forged = path.join(host.runDir, "known_hosts.forged");
+      const otherKey = path.join(host.runDir, "other_host_key");
+      execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", otherKey]);
+      const pub = readFileSync(`${otherKey}.pub`, "utf8").split(" ").slice(0, 2).join(" ");
+      writeFileSync(forged, `${host.ip} ${pub}\n`);
+      // A fresh connection: an open SSH master from the runs above would skip the key check.
+      const controlPathDir = path.join(host.runDir, "cp-forged");
+      mkdirSync(controlPathDir);
+      const run = await play("verify.yml", { vars: { doppio_known_hosts_file: forged }, controlPathDir });
+      expect(run.code).not.toBe(0);
+      expect(run.stats[host.name]).toMatchObject({ unreachable: 1 });
+      expect(run.failures.join("\n")).toMatch(
+        /REMOTE HOST IDENTIFICATION HAS CHANGED|Host key verification failed/,
+      );
+    },
+    2 * MIN,
+  );
 });

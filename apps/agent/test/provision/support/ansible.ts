@@ -111,7 +111,13 @@ export function runPlaybook(
 /** One line per play for test failure messages. */
 export function describeRun(run: PlayRun): string {
   return JSON.stringify(
-    { code: run.code, stats: run.stats, failures: run.failures, changed: run.changedTasks, stderr: run.stderr.slice(-2000) },
+    {
+      code: run.code,
+      stats: run.stats,
+      failures: run.failures,
+      changed: run.changedTasks,
+      stderr: run.stderr.slice(-2000),
+    },
     null,
     1,
   );

@@ -42,7 +42,8 @@ function which(cmd: string): boolean {
 export function testHostUnavailable(): string | null {
   if (process.getuid?.() !== 0) return "needs root (netns, veth, systemd-nspawn); CI runs as root";
   const missing = TOOLS.filter(([cmd]) => !which(cmd)).map(([, pkg]) => pkg);
-  if (missing.length) return `missing Debian packages ${missing.join(", ")} (scripts/bootstrap.sh installs them)`;
+  if (missing.length)
+    return `missing Debian packages ${missing.join(", ")} (scripts/bootstrap.sh installs them)`;
   return null;
 }
 
@@ -54,7 +55,9 @@ export function ansibleUnavailable(): string | null {
   ]
     .filter(([cmd]) => !which(cmd!))
     .map(([, pkg]) => pkg);
-  return missing.length ? `missing Debian packages ${missing.join(", ")} (scripts/bootstrap.sh installs them)` : null;
+  return missing.length
+    ? `missing Debian packages ${missing.join(", ")} (scripts/bootstrap.sh installs them)`
+    : null;
 }
 
 /** The cached rootfs for these inputs, built once (per cache) with mmdebstrap. */
@@ -105,12 +108,19 @@ function freeSubnet(): { hostIp: string; ip: string } {
     const n = 240 * 256 + (Math.floor(Math.random() * 16 * 64) % (16 * 64)) * 4;
     const base = `172.31.${Math.floor(n / 256)}.${n % 256}`;
     if (routes.includes(`${base}/30`)) continue;
-    return { hostIp: `172.31.${Math.floor(n / 256)}.${(n % 256) + 1}`, ip: `172.31.${Math.floor(n / 256)}.${(n % 256) + 2}` };
+    return {
+      hostIp: `172.31.${Math.floor(n / 256)}.${(n % 256) + 1}`,
+      ip: `172.31.${Math.floor(n / 256)}.${(n % 256) + 2}`,
+    };
   }
   throw new Error("no free /30 in 172.31.240.0/20");
 }
 
-async function waitUntil(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
+async function waitUntil(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
@@ -137,7 +147,8 @@ async function stopProcess(child: ChildProcess | null, signal: NodeJS.Signals, t
   if (!pid || !alive(pid) || child.exitCode !== null) return;
   process.kill(pid, signal);
   const deadline = Date.now() + timeoutMs;
-  while (alive(pid) && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  while (alive(pid) && child.exitCode === null && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 100));
   if (alive(pid) && child.exitCode === null) process.kill(pid, "SIGKILL");
 }
 
@@ -170,7 +181,9 @@ export async function startTestHost(): Promise<TestHost> {
 
     // Network: a namespace and a veth pair; the container owns the namespace's end.
     execFileSync("ip", ["netns", "add", name]);
-    undo.push(() => execFileSync("ip", ["netns", "del", name]));
+    undo.push(() => {
+      execFileSync("ip", ["netns", "del", name]);
+    });
     const hostIf = `vh${id}`;
     execFileSync("ip", ["link", "add", hostIf, "type", "veth", "peer", "name", "host0", "netns", name]);
     undo.push(() => {
@@ -210,9 +223,21 @@ export async function startTestHost(): Promise<TestHost> {
 
     // The target as an operator would get it: root's SSH key installed, apt reaching a mirror.
     const sshKey = path.join(runDir, "id_ed25519");
-    execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "doppio-provision-test", "-f", sshKey]);
+    execFileSync("ssh-keygen", [
+      "-q",
+      "-t",
+      "ed25519",
+      "-N",
+      "",
+      "-C",
+      "doppio-provision-test",
+      "-f",
+      sshKey,
+    ]);
     mkdirSync(path.join(root, "root/.ssh"), { recursive: true, mode: 0o700 });
-    writeFileSync(path.join(root, "root/.ssh/authorized_keys"), readFileSync(`${sshKey}.pub`), { mode: 0o600 });
+    writeFileSync(path.join(root, "root/.ssh/authorized_keys"), readFileSync(`${sshKey}.pub`), {
+      mode: 0o600,
+    });
     writeFileSync(
       path.join(root, "etc/apt/apt.conf.d/01proxy"),
       `Acquire::http::Proxy "http://${hostIp}:${acngPort}";\n`,
