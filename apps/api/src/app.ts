@@ -16,7 +16,7 @@ import { type Clock, type Ctx, systemClock } from "./context.ts";
 import type { Database } from "./db/client.ts";
 import { RateWindow } from "./domain/rate-window.ts";
 import { requireMetricsToken } from "./http/auth.ts";
-import { installErrorHandling } from "./http/errors.ts";
+import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./http/errors.ts";
 import { refuseUnstorableText } from "./http/text.ts";
 import { createMetrics } from "./metrics.ts";
 import { Bus } from "./realtime/bus.ts";
@@ -62,6 +62,8 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     // Long-polls outlive the default timeouts; keep-alive must outlast the longest claim.
     keepAliveTimeout: config.maxClaimWaitMs + 10_000,
     requestTimeout: config.maxClaimWaitMs + 30_000,
+    clientErrorHandler,
+    frameworkErrors,
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

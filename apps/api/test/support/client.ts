@@ -12,6 +12,11 @@ export class TestClient {
     return this.cookie;
   }
 
+  /** The bearer token this client sends, if any. */
+  get bearerToken(): string | null {
+    return this.bearer;
+  }
+
   withBearer(token: string): TestClient {
     return new TestClient(this.baseUrl, token);
   }
