@@ -130,6 +130,8 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     await screenshot("token-created");
     await page.getByRole("button", { name: "I have copied it" }).click();
     expect(await page.getByTestId("new-token").count()).toBe(0);
+    // Tokens expire in 90 days unless the user picks otherwise.
+    expect(await page.locator('[data-token="laptop CLI"]').textContent()).toContain("expires in 90 days");
 
     await page.getByRole("button", { name: "Revoke laptop CLI" }).click();
     const dialog = page.getByRole("dialog");

@@ -5,7 +5,7 @@ import { putBox, putJob } from "../src/api/cache.ts";
 import { keys } from "../src/api/keys.ts";
 import { appendLines, EMPTY_LOG, formatLogLine, keepColoursOnly, sourceColour } from "../src/lib/box-log.ts";
 import { jobLogLines } from "../src/lib/job-log.ts";
-import { formatAge, formatDuration } from "../src/lib/time.ts";
+import { formatAge, formatDuration, formatExpiry } from "../src/lib/time.ts";
 
 const box = (slug: string, status: Box["status"] = "running"): Box => ({
   slug,
@@ -81,6 +81,10 @@ describe("formatting", () => {
     expect(formatAge("2026-01-01T00:09:58.000Z", now)).toBe("just now");
     expect(formatAge("2026-01-01T00:09:18.000Z", now)).toBe("42 s ago");
     expect(formatAge("2026-01-01T00:05:00.000Z", now)).toBe("5 min ago");
+    expect(formatExpiry(null, now)).toBe("never expires");
+    expect(formatExpiry("2026-01-01T05:10:00.000Z", now)).toBe("expires in 5 h");
+    expect(formatExpiry("2026-01-31T00:10:00.000Z", now)).toBe("expires in 30 days");
+    expect(formatExpiry("2026-01-01T00:05:00.000Z", now)).toBe("expired 5 min ago");
   });
 
   it("renders a job as terminal lines with human step names, durations and the error", () => {

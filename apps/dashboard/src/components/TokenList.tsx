@@ -1,5 +1,5 @@
 import type { ApiToken } from "@doppio/contracts";
-import { formatAge, useNow } from "../lib/time.ts";
+import { formatAge, formatExpiry, useNow } from "../lib/time.ts";
 
 export function TokenList({
   tokens,
@@ -18,7 +18,7 @@ export function TokenList({
             <strong>{t.name}</strong>
             <span className="muted small">
               <code>{t.prefix}…</code> · created {formatAge(t.createdAt, now)} · last used{" "}
-              {formatAge(t.lastUsedAt, now)}
+              {formatAge(t.lastUsedAt, now)} · {formatExpiry(t.expiresAt, now)}
             </span>
           </div>
           <button type="button" className="btn btn-small btn-danger-outline" onClick={() => onRevoke(t)}>

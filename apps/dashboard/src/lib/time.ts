@@ -36,6 +36,15 @@ export function formatAge(iso: string | null, now: number): string {
   return `${Math.floor(h / 24)} days ago`;
 }
 
+/** "never expires", "expires in 5 h", "expires in 30 days", "expired 2 h ago". */
+export function formatExpiry(iso: string | null, now: number): string {
+  if (!iso) return "never expires";
+  const ms = Date.parse(iso) - now;
+  if (ms <= 0) return `expired ${formatAge(iso, now)}`;
+  const h = Math.round(ms / 3_600_000);
+  return h < 48 ? `expires in ${Math.max(1, h)} h` : `expires in ${Math.round(h / 24)} days`;
+}
+
 export function formatClock(iso: string): string {
   return new Date(iso).toLocaleTimeString([], { hour12: false });
 }

@@ -10,15 +10,22 @@ import { Loading } from "../components/Loading.tsx";
 import { TokenList } from "../components/TokenList.tsx";
 import { TokenReveal } from "../components/TokenReveal.tsx";
 
+const DAY_MS = 86_400_000;
+
 export function TokensPage() {
   const qc = useQueryClient();
   const tokens = useTokens();
   const [name, setName] = useState("");
+  const [days, setDays] = useState("90");
   const [created, setCreated] = useState<{ name: string; token: string } | null>(null);
   const [revoking, setRevoking] = useState<ApiToken | null>(null);
 
   const create = useMutation({
-    mutationFn: (n: string) => api<ApiToken & { token: string }>("POST", "/tokens", { name: n }),
+    mutationFn: (n: string) =>
+      api<ApiToken & { token: string }>("POST", "/tokens", {
+        name: n,
+        ...(days ? { expiresAt: new Date(Date.now() + Number(days) * DAY_MS).toISOString() } : {}),
+      }),
     onSuccess: (t) => {
       setCreated({ name: t.name, token: t.token });
       setName("");
@@ -54,6 +61,15 @@ export function TokensPage() {
             value={name}
             onChange={(e) => setName(e.target.value)}
           />
+        </label>
+        <label className="field">
+          <span>Expires</span>
+          <select name="token-expiry" value={days} onChange={(e) => setDays(e.target.value)}>
+            <option value="7">in 7 days</option>
+            <option value="30">in 30 days</option>
+            <option value="90">in 90 days</option>
+            <option value="">never</option>
+          </select>
         </label>
         <button type="submit" className="btn btn-primary" disabled={!name.trim() || create.isPending}>
           {create.isPending ? "Creating…" : "Create token"}
