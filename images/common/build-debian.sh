@@ -6,6 +6,8 @@
 #   images/common/build-debian.sh TEMPLATE OUT_DIR [--size SIZE] [--hash-only]
 # Writes OUT_DIR/{vmlinuz,initrd.img,rootfs.qcow2,manifest.json}. Progress lines on stdout:
 #   "STEP <name>" when a step starts; everything else is log output.
+# DOPPIO_KEEP_FAILED_ROOTFS=DIR (a path that does not exist yet, on the same filesystem as
+# OUT_DIR): a failed build's rootfs is moved there for inspection instead of being deleted.
 set -euo pipefail
 
 usage() { echo "usage: $0 TEMPLATE OUT_DIR [--size SIZE] [--hash-only]" >&2; exit 2; }
@@ -30,7 +32,8 @@ src=$repo/images/$template
 cache=${DOPPIO_IMAGE_CACHE:-/var/cache/doppiobox}
 
 # The recipe sets PACKAGES, DEFAULT_SIZE, HASH_INPUTS (extra strings) and defines
-# customize ROOTFS (runs on the host; may chroot).
+# customize ROOTFS (runs on the host; may chroot) and optionally preflight (runs before the
+# first download; exit 4 when something the recipe needs cannot be had).
 PACKAGES=()
 HASH_INPUTS=()
 DEFAULT_SIZE=2G
@@ -59,21 +62,26 @@ if [ -f "$out/.inputs-hash" ] && [ "$(cat "$out/.inputs-hash")" = "$inputs_hash"
   echo "image $template up to date in $out ($inputs_hash)"
   exit 0
 fi
+if declare -F preflight > /dev/null; then preflight; fi
 started=$(date +%s)
 
 mkdir -p "$(dirname "$out")" "$cache"
 work=$(mktemp -d "$(dirname "$out")/.build-$template.XXXXXX")
 cleanup() {
-  local m
+  local rc=$? m
   for m in proc dev; do
     if mountpoint -q "$work/rootfs/$m"; then umount "$work/rootfs/$m" || umount -l "$work/rootfs/$m" || true; fi
   done
   # Never delete through a mount (a bound /dev is the host's).
   if findmnt -rn -o TARGET | grep -q "^$work/"; then
     echo "build-debian: mounts left under $work; not removing it" >&2
-  else
-    rm -rf "$work"
+    return
   fi
+  if [ "$rc" != 0 ] && [ -n "${DOPPIO_KEEP_FAILED_ROOTFS:-}" ] && [ -d "$work/rootfs" ] &&
+    mv -T "$work/rootfs" "$DOPPIO_KEEP_FAILED_ROOTFS" 2> /dev/null; then
+    echo "build-debian: kept the failed build's rootfs in $DOPPIO_KEEP_FAILED_ROOTFS"
+  fi
+  rm -rf "$work"
 }
 trap cleanup EXIT
 

@@ -1,11 +1,13 @@
 # shellcheck shell=bash
 # Sourced by build-debian.sh for every Debian recipe ($repo, $cache set).
-# install_code_server ROOTFS HOME VERSION: code-server VERSION (staged on the host from npm by
-# stage-code-server.sh) into ROOTFS with a /usr/local/bin/code-server launcher on the image's
-# /usr/local/bin/node, and the box's VS Code extension installed for the user whose home is
-# HOME, by the image's own code-server in a chroot (so recorded paths are the guest's).
+# install_code_server ROOTFS HOME VERSION [NODE]: code-server VERSION (staged on the host from
+# npm by stage-code-server.sh) into ROOTFS with a /usr/local/bin/code-server launcher on NODE,
+# the image's path of a Node with the host's major version (its native modules are built on
+# the host; default /usr/local/bin/node), and the box's VS Code extension installed for the
+# user whose home is HOME, by the image's own code-server in a chroot (so recorded paths are
+# the guest's; this also proves code-server runs on NODE).
 install_code_server() {
-  local rfs=$1 home=$2 version=$3
+  local rfs=$1 home=$2 version=$3 node=${4:-/usr/local/bin/node}
   local stage=$cache/code-server-$version
   "$repo/images/common/stage-code-server.sh" "$stage" "$version"
   mkdir -p "$rfs/usr/local/lib/code-server"
@@ -15,10 +17,8 @@ install_code_server() {
   local wrapper=$rfs/usr/local/lib/code-server/node_modules/code-server/out/node/wrapper.js
   grep -q '^const timeoutInterval = 10000;' "$wrapper" || { echo "code-server wrapper changed: review the timeout patch" >&2; return 1; }
   sed -i 's/^const timeoutInterval = 10000;/const timeoutInterval = 120000;/' "$wrapper"
-  cat > "$rfs/usr/local/bin/code-server" <<'SH'
-#!/bin/sh
-exec /usr/local/bin/node /usr/local/lib/code-server/node_modules/code-server/out/node/entry.js "$@"
-SH
+  printf '#!/bin/sh\nexec %s /usr/local/lib/code-server/node_modules/code-server/out/node/entry.js "$@"\n' \
+    "$node" > "$rfs/usr/local/bin/code-server"
   chmod 0755 "$rfs/usr/local/bin/code-server"
 
   "$repo/extensions/doppio-devbox/pack.sh" "$rfs/tmp/doppio-devbox.vsix"

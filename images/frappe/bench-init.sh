@@ -1,6 +1,7 @@
 #!/bin/bash
-# Runs inside the image's chroot (root): installs frappe-bench and uv from PyPI, the
-# Python Frappe needs (uv downloads it), `bench init` (GitHub + PyPI + npm), creates the
+# Runs inside the image's chroot (root): installs frappe-bench (FRAPPE_BENCH_SPEC) and uv
+# from PyPI, the Python Frappe needs (uv downloads it; exit 4 when it is outside the branch's
+# range from versions.json), `bench init` (GitHub + PyPI + npm), creates the
 # site with throwaway passwords (replaced per clone at first resume by apply.d/frappe.sh),
 # builds assets, and sets the socket.io config for a single site URL.
 set -euo pipefail
@@ -11,10 +12,11 @@ for _ in $(seq 1 60); do mysqladmin ping > /dev/null 2>&1 && break; sleep 1; don
 redis-server --daemonize yes --port 6379 > /dev/null
 
 python3 -m venv /opt/bench
-/opt/bench/bin/pip install -q uv frappe-bench
+/opt/bench/bin/pip install -q uv "frappe-bench$FRAPPE_BENCH_SPEC"
 ln -sf /opt/bench/bin/bench /usr/local/bin/bench
 su frappe -c "/opt/bench/bin/uv python install $FRAPPE_PYTHON"
 py=$(su frappe -c "/opt/bench/bin/uv python find $FRAPPE_PYTHON")
+/bin/sh /tmp/python-in-range.sh "$py" "$FRAPPE_PYTHON_MIN" "$FRAPPE_PYTHON_BELOW" "$FRAPPE_BRANCH"
 db_root=golden-root-password
 mysql -uroot -e "ALTER USER 'root'@'localhost' IDENTIFIED BY '$db_root'; FLUSH PRIVILEGES;"
 su frappe -c "cd /home/frappe && bench init frappe-bench --frappe-branch $FRAPPE_BRANCH \

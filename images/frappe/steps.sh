@@ -1,26 +1,6 @@
 # shellcheck shell=bash
 # Steps of the frappe recipe (sourced by recipe.sh; $repo, $cache and the FRAPPE_* vars set).
-
-install_node_yarn() {
-  local rfs=$1 stage=$cache/yarn-$YARN_VERSION
-  install -m 0755 "$NODE_BIN" "$rfs/usr/local/bin/node"
-  # npm itself (for `yarn` installs of apps) comes from the host's npm, on the image's node.
-  mkdir -p "$rfs/usr/local/lib/node_modules"
-  cp -a "$(npm root -g)/npm" "$rfs/usr/local/lib/node_modules/"
-  ln -sf ../lib/node_modules/npm/bin/npm-cli.js "$rfs/usr/local/bin/npm"
-  ln -sf ../lib/node_modules/npm/bin/npx-cli.js "$rfs/usr/local/bin/npx"
-  exec 8> "$stage.lock"
-  flock 8
-  if [ ! -f "$stage/node_modules/yarn/bin/yarn.js" ]; then
-    rm -rf "$stage.partial" && mkdir -p "$stage.partial"
-    echo '{"name":"doppio-yarn-stage","private":true}' > "$stage.partial/package.json"
-    (cd "$stage.partial" && npm install --no-package-lock --no-audit --no-fund --loglevel=error "yarn@$YARN_VERSION")
-    rm -rf "$stage" && mv "$stage.partial" "$stage"
-  fi
-  flock -u 8
-  cp -a "$stage/node_modules/yarn" "$rfs/usr/local/lib/node_modules/"
-  ln -sf ../lib/node_modules/yarn/bin/yarn.js "$rfs/usr/local/bin/yarn"
-}
+# The toolchain steps (Node, npm, yarn, code-server's Node) are in toolchain.sh.
 
 configure_services() {
   local rfs=$1
@@ -47,9 +27,10 @@ require_network() {
 # Needs PyPI and GitHub (not reachable on the project's build machines: unverified here).
 build_bench() {
   local rfs=$1
-  cp "$repo/images/frappe/bench-init.sh" "$rfs/tmp/bench-init.sh"
+  cp "$repo/images/frappe/bench-init.sh" "$repo/images/frappe/python-in-range.sh" "$rfs/tmp/"
   chroot_run "$rfs" env FRAPPE_BRANCH="$FRAPPE_BRANCH" FRAPPE_SITE="$FRAPPE_SITE" \
     FRAPPE_PYPI_INDEX="$FRAPPE_PYPI_INDEX" FRAPPE_GIT_URL="$FRAPPE_GIT_URL" FRAPPE_PYTHON="$FRAPPE_PYTHON" \
-    /bin/bash /tmp/bench-init.sh
-  rm -f "$rfs/tmp/bench-init.sh"
+    FRAPPE_PYTHON_MIN="$FRAPPE_PYTHON_MIN" FRAPPE_PYTHON_BELOW="$FRAPPE_PYTHON_BELOW" \
+    FRAPPE_BENCH_SPEC="$FRAPPE_BENCH_SPEC" /bin/bash /tmp/bench-init.sh
+  rm -f "$rfs/tmp/bench-init.sh" "$rfs/tmp/python-in-range.sh"
 }

@@ -11,6 +11,16 @@ import { findTemplate, type TemplateDescriptor } from "./templates.ts";
 
 /** Exit status the recipe scripts use for "this host cannot reach a network it needs". */
 export const EXIT_NETWORK_UNREACHABLE = 3;
+/**
+ * Exit status for "a toolchain requirement cannot be met" (e.g. a Frappe branch needs a Node
+ * or Python the image cannot get); the recipe's last stderr line naming the toolchain says which.
+ */
+export const EXIT_TOOLCHAIN_UNSUPPORTED = 4;
+
+/** The recipe's refusal behind an EXIT_TOOLCHAIN_UNSUPPORTED: its last stderr line about the toolchain. */
+function refusal(stderrLines: string[]): string | undefined {
+  return stderrLines.findLast((l) => /\btoolchain\b/i.test(l)) ?? stderrLines.at(-1);
+}
 
 export interface BuildImageOptions {
   /** Repository checkout holding images/ and scripts/. */
@@ -115,13 +125,16 @@ async function streamBuild(
     toWrite = resolve;
   });
   const tail: string[] = [];
-  const onLine = (line: string) => {
+  const errors: string[] = [];
+  const onLine = (line: string, fromStderr = false) => {
     if (line === "STEP write_image") toWrite();
     const clean = line.replace(/[^\x20-\x7e\t]/g, "").slice(0, 2000);
     if (clean.trim()) {
       report.log(clean);
       tail.push(clean);
       if (tail.length > 12) tail.shift();
+      if (fromStderr) errors.push(clean);
+      if (errors.length > 12) errors.shift();
     }
   };
   const child = spawn(script, args, { env, stdio: ["ignore", "pipe", "pipe"] });
@@ -133,12 +146,14 @@ async function streamBuild(
       reject(
         code === EXIT_NETWORK_UNREACHABLE
           ? new ImageError("network_unreachable", tail.find((l) => l.includes("cannot reach")) ?? msg)
-          : new ImageError("build_failed", `${script} exited ${code}: ${msg}`),
+          : code === EXIT_TOOLCHAIN_UNSUPPORTED
+            ? new ImageError("toolchain_unsupported", refusal(errors) ?? msg)
+            : new ImageError("build_failed", `${script} exited ${code}: ${msg}`),
       );
     });
   });
   lines(child.stdout, onLine);
-  lines(child.stderr, onLine);
+  lines(child.stderr, (l) => onLine(l, true));
   await report.step("build_rootfs", () => Promise.race([reachedWrite, done]));
   await report.step("write_image", () => done);
 }
@@ -172,11 +187,14 @@ function runScript(script: string, args: string[], env: NodeJS.ProcessEnv): Prom
       err += d;
     });
     child.once("error", (e) => reject(new ImageError("build_failed", `cannot run ${script}`, e)));
-    child.once("close", (code) =>
-      code === 0
-        ? resolve(out)
-        : reject(new ImageError("build_failed", `${script} ${args.join(" ")} exited ${code}: ${err.trim()}`)),
-    );
+    child.once("close", (code) => {
+      if (code === 0) return resolve(out);
+      reject(
+        code === EXIT_TOOLCHAIN_UNSUPPORTED
+          ? new ImageError("toolchain_unsupported", refusal(err.trim().split("\n")) ?? err.trim())
+          : new ImageError("build_failed", `${script} ${args.join(" ")} exited ${code}: ${err.trim()}`),
+      );
+    });
   });
 }
 

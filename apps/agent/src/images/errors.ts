@@ -4,6 +4,8 @@ export const IMAGE_ERROR_CODES = [
   "unknown_template",
   /** The recipe needs a network (PyPI, GitHub) this host cannot reach; nothing was built. */
   "network_unreachable",
+  /** A toolchain requirement cannot be met (e.g. the Node or Python a Frappe branch needs). */
+  "toolchain_unsupported",
   "build_failed",
   /** A version directory already holds a build of other inputs (images are never replaced). */
   "version_conflict",

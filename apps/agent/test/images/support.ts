@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { REPO } from "../qemu/support.ts";
 
@@ -30,4 +30,19 @@ export function imageBuildUnavailable(): string | null {
   if (!existsSync("/usr/include/gssapi/gssapi.h"))
     return "libkrb5-dev missing (scripts/bootstrap.sh installs it)";
   return null;
+}
+
+/**
+ * Removes a build or rootfs directory, but never through a mount: recipes bind the host's /dev
+ * (and mmdebstrap its /dev/shm) into rootfs directories while they run.
+ */
+export function removeUnlessMounted(dir: string): void {
+  const mounts = execFileSync("findmnt", ["-rn", "-o", "TARGET"], { encoding: "utf8" })
+    .split("\n")
+    .filter((m) => m === dir || m.startsWith(`${dir}/`));
+  if (mounts.length > 0) {
+    console.error(`NOT removing ${dir}: still mounted: ${mounts.join(", ")}`);
+    return;
+  }
+  rmSync(dir, { recursive: true, force: true });
 }
