@@ -65,6 +65,14 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
   let page: Page;
   let adminPassword: string;
   let shot = 0;
+  /**
+   * The browser's own API requests with its session, as the dashboard sends them: JSON from the
+   * dashboard's origin (Playwright's request API sends no Origin, which the CSRF check refuses).
+   */
+  const asDashboard = (data: Record<string, unknown> = {}) => ({
+    data,
+    headers: { origin: new URL(settings.API_URL).origin },
+  });
   const screenshot = (name: string) =>
     page.screenshot({
       path: path.join(SHOTS, `${String(++shot).padStart(2, "0")}-${name}.png`),
@@ -159,7 +167,9 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
     const slugs = ["trio-1", "trio-2", "trio-3"];
     const created = await Promise.all(
       slugs.map((name) =>
-        page.request.post("/api/v1/boxes", { data: { template: "minimal", name } }).then((r) => r.status()),
+        page.request
+          .post("/api/v1/boxes", asDashboard({ template: "minimal", name }))
+          .then((r) => r.status()),
       ),
     );
     expect(created).toEqual([202, 202, 202]);
@@ -184,7 +194,9 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
       await code.close();
     }
     expect(macs.size).toBe(3);
-    for (const slug of slugs) expect((await page.request.delete(`/api/v1/boxes/${slug}`)).status()).toBe(202);
+    for (const slug of slugs) {
+      expect((await page.request.delete(`/api/v1/boxes/${slug}`, asDashboard())).status()).toBe(202);
+    }
   }, 420_000);
 
   it("drives the same stack from the doppio CLI: login, create with wait, ls, stop, start, rm", async () => {
@@ -246,7 +258,7 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
     // the agent's metadata service with the box's token, which asks the control plane. No
     // GitHub integration is configured here, so the answer is its "not connected" message.
     expect(
-      (await page.request.post("/api/v1/boxes", { data: { template: "code", name: "git-box" } })).status(),
+      (await page.request.post("/api/v1/boxes", asDashboard({ template: "code", name: "git-box" }))).status(),
     ).toBe(202);
     await expect
       .poll(async () => (await (await page.request.get("/api/v1/boxes/git-box")).json()).status, {
@@ -293,6 +305,6 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
     } finally {
       await code.close();
     }
-    expect((await page.request.delete("/api/v1/boxes/git-box")).status()).toBe(202);
+    expect((await page.request.delete("/api/v1/boxes/git-box", asDashboard())).status()).toBe(202);
   }, 900_000);
 });

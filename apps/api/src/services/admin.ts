@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { PASSWORD_MIN } from "@doppio/contracts";
+import { PASSWORD_MAX, PASSWORD_MIN } from "@doppio/contracts";
 import { eq } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { users } from "../db/schema.ts";
@@ -36,8 +36,10 @@ export async function bootstrapAdmin(ctx: Ctx): Promise<void> {
     return;
   }
   const password = (await readFile(adminPasswordFile, "utf8")).replace(/\r?\n$/, "");
-  if (password.length < PASSWORD_MIN) {
-    throw new Error(`the admin password in ${adminPasswordFile} is shorter than ${PASSWORD_MIN} characters`);
+  if (password.length < PASSWORD_MIN || password.length > PASSWORD_MAX) {
+    throw new Error(
+      `the admin password in ${adminPasswordFile} must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters (login takes no other)`,
+    );
   }
   await createAccount(ctx, { email: adminEmail, password, name: "Admin" }, "admin");
   ctx.log.info({ email: adminEmail }, "administrator created");
