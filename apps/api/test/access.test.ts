@@ -2,6 +2,7 @@ import type { KeyObject } from "node:crypto";
 import { type AccessClaims, publicKeyFromPem, verify } from "@doppio/access-token";
 import { eq } from "drizzle-orm";
 import { beforeAll, expect, it } from "vitest";
+import { sha256 } from "../src/auth/secrets.ts";
 import { boxAccessGrants, servers } from "../src/db/schema.ts";
 import { accessSessionId, endedBoxAccess } from "../src/services/access.ts";
 import { heartbeat, PASSWORD, registerServer, signedInClient, TestClient } from "./support/client.ts";
@@ -57,7 +58,7 @@ describeOnEachDb("private box URLs", (env) => {
     if (verdict.ok) {
       expect(verdict.claims.exp * 1000 - Date.now()).toBeLessThanOrEqual(60_000);
       // Bound to the API token it was opened with (never the token itself).
-      expect(verdict.claims.sid).toBe(accessSessionId(token));
+      expect(verdict.claims.sid).toBe(accessSessionId(sha256(token)));
     }
 
     expect(claimsOf(await open(owner, "5173-mine.code.acc-host.example.test")).hst).toBe("dev:5173");
@@ -120,5 +121,16 @@ describeOnEachDb("private box URLs", (env) => {
       .from(boxAccessGrants)
       .where(eq(boxAccessGrants.sid, laptopSid));
     expect(left).toEqual([]);
+  });
+
+  it("revoking an API token ends the box access it handed off, like a sign-out", async () => {
+    const created = await owner.post("/api/v1/tokens", { name: "script" });
+    expect(created.status).toBe(201);
+    const script = owner.withBearer(created.body.token);
+    const scriptSid = claimsOf(await open(script, HOST)).sid!;
+    expect(await endedOn(agent)).not.toContain(scriptSid);
+    expect((await owner.del(`/api/v1/tokens/${created.body.id}`)).status).toBe(204);
+    expect(await endedOn(agent)).toContain(scriptSid);
+    expect(await endedOn(agent)).not.toContain(claimsOf(await open(owner, HOST)).sid);
   });
 });

@@ -8,6 +8,7 @@ import {
 } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
+import { sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import { requireSameOrigin, requireUser, SESSION_COOKIE } from "../http/auth.ts";
 import { endBoxAccess } from "../services/access.ts";
@@ -66,7 +67,7 @@ export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.post("/auth/logout", { onRequest: sameOrigin, schema: { tags: ["auth"] } }, async (req, reply) => {
       const cookie = req.cookies[SESSION_COOKIE];
       if (cookie) await deleteSession(ctx, cookie);
-      if (cookie) await endBoxAccess(ctx, cookie);
+      if (cookie) await endBoxAccess(ctx, sha256(cookie));
       reply.clearCookie(SESSION_COOKIE, { path: "/" });
       return reply.code(204).send();
     });

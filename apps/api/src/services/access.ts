@@ -11,6 +11,7 @@ import {
 } from "@doppio/access-token";
 import { type BoxHost, codeHost, devHost, parseBoxHost, siteHost } from "@doppio/contracts";
 import { and, desc, eq, gt, isNotNull, isNull, lte } from "drizzle-orm";
+import { sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
 import { boxAccessGrants, boxes, servers, settings } from "../db/schema.ts";
@@ -48,14 +49,15 @@ export async function loadAccessKeys(db: Db): Promise<AccessKeys> {
 }
 
 /**
- * The `sid` a sign-in's box-access tokens carry: a domain-separated hash of its secret (a
- * session cookie or an API token), so the browser that sees it learns nothing it could sign
- * in with, and sign-out can compute it from the cookie it is ending.
+ * The `sid` a sign-in's box-access tokens carry: a domain-separated hash of the sign-in's
+ * stored hash (`sha256` of its session cookie or API token), so the browser that sees it
+ * learns nothing it could sign in with, and both sign-out (from the cookie) and revoking an
+ * API token (from its stored row) can compute it.
  */
-export function accessSessionId(credential: string): string {
+export function accessSessionId(credentialHash: string): string {
   return createHash("sha256")
     .update("doppio box access\0")
-    .update(credential)
+    .update(credentialHash)
     .digest("base64url")
     .slice(0, 22);
 }
@@ -83,7 +85,7 @@ export async function handoffUrl(
       .where(liveBoxOnServer(server.id, parsed.slug));
     if (!box || box.ownerId !== p.userId) break;
     const now = ctx.clock.now().getTime();
-    const sid = accessSessionId(credential);
+    const sid = accessSessionId(sha256(credential));
     await recordGrant(ctx, sid, server.id, now);
     const token = mint(
       ctx.access.privateKey,
@@ -108,12 +110,15 @@ export async function handoffUrl(
   throw notFound("box");
 }
 
-/** Sign-out: every server this sign-in opened a box on hears of it with its next heartbeat. */
-export async function endBoxAccess(ctx: Ctx, credential: string): Promise<void> {
+/**
+ * Sign-out or a revoked API token (`credentialHash` as stored): every server this sign-in
+ * opened a box on hears of it with its next heartbeat.
+ */
+export async function endBoxAccess(ctx: Ctx, credentialHash: string): Promise<void> {
   await ctx.db
     .update(boxAccessGrants)
     .set({ endedAt: ctx.clock.now() })
-    .where(and(eq(boxAccessGrants.sid, accessSessionId(credential)), isNull(boxAccessGrants.endedAt)));
+    .where(and(eq(boxAccessGrants.sid, accessSessionId(credentialHash)), isNull(boxAccessGrants.endedAt)));
 }
 
 /** The ended sign-ins whose box-access cookies a server's agent must refuse (heartbeat answer). */

@@ -5,6 +5,7 @@ import { newId, newSecret, sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import { apiTokens, sessions, teamMembers, teams, users } from "../db/schema.ts";
 import { AppError, notFound } from "../errors.ts";
+import { endBoxAccess } from "./access.ts";
 import { audit } from "./audit.ts";
 
 export interface Principal {
@@ -195,8 +196,10 @@ export async function revokeApiToken(ctx: Ctx, p: Principal, id: string): Promis
     .update(apiTokens)
     .set({ revokedAt: ctx.clock.now() })
     .where(and(eq(apiTokens.id, id), eq(apiTokens.userId, p.userId), isNull(apiTokens.revokedAt)))
-    .returning({ id: apiTokens.id });
+    .returning({ id: apiTokens.id, tokenHash: apiTokens.tokenHash });
   if (rows.length === 0) throw notFound("token");
+  // Box URLs opened with this token close too (their cookies carry its sid).
+  await endBoxAccess(ctx, rows[0]!.tokenHash);
   await audit(ctx, ctx.db, { user: p.userId, action: "token.revoke", targetType: "token", targetId: id });
 }
 
