@@ -7,9 +7,8 @@
  *   → prints {"path": ".../doppio-agent-<id>.tar.gz", "id": "<id>"}
  *
  * Why sources + tsx and not a single esbuild file: the agent finds its image recipes
- * (images/, scripts/build-image.sh) relative to its own source file, loads its VMM backend by
- * path at run time, and better-sqlite3 is a native module; the unit runs it exactly as `make
- * up` and the tests do. Why the runtime is inside: the native module is built for one Node
+ * (images/, scripts/build-image.sh) relative to its own source file and better-sqlite3 is a
+ * native module; the unit runs it exactly as `make up` and the tests do. Why the runtime is inside: the native module is built for one Node
  * ABI, so node and node_modules ship (and roll back) together; Debian 12's nodejs is 18.
  * The id is a hash of the content, so the same sources give the same bundle and the same
  * release directory on the host (a re-run of the playbook changes nothing).

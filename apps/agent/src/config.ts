@@ -53,8 +53,7 @@ export const AgentConfig = z
       })
       .prefault({}),
     dns: z.array(z.string()).default(["1.1.1.1", "9.9.9.9"]),
-    /** `fake` is the in-memory test double; it refuses to load without DOPPIO_AGENT_ALLOW_FAKE=1. */
-    backend: z.enum(["qemu", "firecracker", "fake"]).default("qemu"),
+    backend: z.enum(["qemu", "firecracker"]).default("qemu"),
     networkMode: z.enum(["tap", "user"]).default("tap"),
     /**
      * Network namespace that holds the bridge and the VMMs (local stacks on shared machines,
@@ -129,15 +128,6 @@ export const AgentConfig = z
         checkIntervalMs: z.number().int().min(100).default(10_000),
       })
       .optional(),
-    /** Test double settings (backend: fake). */
-    fake: z
-      .strictObject({
-        stepDelayMs: z.number().int().nonnegative().default(0),
-        /** Persist the double's "host" here so a restarted agent sees the same VMs. */
-        stateFile: z.string().optional(),
-        golden: z.record(z.string(), z.enum(["missing", "ready"])).default({}),
-      })
-      .prefault({}),
   })
   .superRefine((c, ctx) => {
     if (!c.templates.some((t) => t.name === c.defaultTemplate)) {

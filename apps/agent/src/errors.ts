@@ -8,7 +8,6 @@ export const AGENT_ERROR_CODES = [
   "no_golden",
   "unknown_template",
   "not_available",
-  "backend_unavailable",
   "control_plane_rejected",
   "control_plane_unreachable",
 ] as const;

@@ -37,7 +37,7 @@ describe("agent HTTP API", () => {
   it("answers /health without a token", async () => {
     const res = await get("/health");
     expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({ ok: true, backend: "fake" });
+    expect(await res.json()).toMatchObject({ ok: true, backend: "qemu" });
   });
 
   it("refuses every other route with a missing or wrong token, the same way", async () => {

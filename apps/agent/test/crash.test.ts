@@ -23,23 +23,21 @@ describe("crash recovery: kill -9 in the middle of a job", () => {
   beforeAll(async () => {
     cp = await startCp();
     dataDir = await mkdtemp(path.join(tmpdir(), "doppio-crash-"));
-    proc = await AgentProcess.prepare(dataDir, {
-      controlPlaneUrl: cp.url,
-      serverToken: cp.agentToken,
+    proc = await AgentProcess.prepare(
       dataDir,
-      domain: "host-1.example.test",
-      apiToken: API_TOKEN,
-      listen: `127.0.0.1:${await freePort()}`,
-      backend: "fake",
-      heartbeatIntervalMs: 500,
-      claimWaitMs: 2_000,
-      logLevel: "info",
-      fake: {
-        stepDelayMs: 1_500,
-        stateFile: path.join(dataDir, "fake-host.json"),
-        golden: { minimal: "ready" },
+      {
+        controlPlaneUrl: cp.url,
+        serverToken: cp.agentToken,
+        dataDir,
+        domain: "host-1.example.test",
+        apiToken: API_TOKEN,
+        listen: `127.0.0.1:${await freePort()}`,
+        heartbeatIntervalMs: 500,
+        claimWaitMs: 2_000,
+        logLevel: "info",
       },
-    });
+      { stepDelayMs: 1_500, stateFile: path.join(dataDir, "fake-host.json"), golden: { minimal: "ready" } },
+    );
   });
   afterAll(async () => {
     await proc?.kill("SIGTERM");

@@ -16,7 +16,6 @@ import { BoxStore } from "../src/store/boxes.ts";
 import { type Db, openStore } from "../src/store/db.ts";
 import { IpPool } from "../src/store/ip-pool.ts";
 import type { Executor, HostNetwork } from "../src/vmm/executor.ts";
-import { FakeExecutor } from "../src/vmm/fake.ts";
 import { QemuExecutor } from "../src/vmm/qemu/executor.ts";
 import { boxPaths } from "../src/vmm/qemu/layout.ts";
 import {
@@ -29,6 +28,7 @@ import {
   RecordingReporter,
 } from "./qemu/support.ts";
 import { testConfig } from "./support/agent-harness.ts";
+import { FakeExecutor } from "./support/fake-executor.ts";
 import { TestNetns } from "./support/netns.ts";
 
 const log = pino({ level: process.env.DOPPIO_TEST_LOG ?? "silent" });

@@ -33,7 +33,6 @@ describe("edge wiring in the agent API", () => {
       cpUrl: cp.url,
       token: cp.agentToken,
       listen: true,
-      edge: true,
       config: {
         caddyAdmin: `http://127.0.0.1:${await freePort()}`,
         edge: {

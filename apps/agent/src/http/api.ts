@@ -3,13 +3,13 @@ import { slugProblem } from "@doppio/contracts";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
-  type FastifyPluginAsync,
   type FastifyReply,
   LogController,
 } from "fastify";
 import type { Logger } from "pino";
 import { z } from "zod";
 import type { AgentConfig } from "../config.ts";
+import { type EdgePluginOptions, edgePlugin } from "../edge/plugin.ts";
 import { goldenStatus } from "../images/golden-status.ts";
 import type { ImageStore } from "../images/store.ts";
 import { AGENT_VERSION } from "../loops/heartbeat.ts";
@@ -31,8 +31,8 @@ export interface ApiDeps {
   log: Logger;
   /** Queues a local build_golden job; returns its id. */
   enqueueGoldenBuild(template: string): string;
-  /** Routes Caddy calls on loopback (edge helper's plugin); mounted outside the bearer scope. */
-  edge?: { plugin: FastifyPluginAsync<never>; options: unknown } | undefined;
+  /** The edge's routes Caddy calls on loopback (edge/plugin.ts); mounted outside the bearer scope. */
+  edge?: EdgePluginOptions | undefined;
 }
 
 const BuildBody = z.strictObject({ template: z.string().min(1) });
@@ -70,7 +70,7 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
 
   app.get("/health", async () => ({ ok: true, version: AGENT_VERSION, backend: d.config.backend }));
 
-  if (d.edge) await app.register(d.edge.plugin, d.edge.options as never);
+  if (d.edge) await app.register(edgePlugin, d.edge);
 
   await app.register(async (api) => {
     api.addHook("onRequest", async (req, reply) => {

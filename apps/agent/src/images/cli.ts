@@ -5,8 +5,7 @@ import { parseArgs } from "node:util";
 import type { StepName } from "@doppio/contracts";
 import { pino } from "pino";
 import type { StepReporter } from "../vmm/executor.ts";
-import { buildImage } from "./builder.ts";
-import { REPO_DIR } from "./index.ts";
+import { buildImage, REPO_DIR } from "./builder.ts";
 import { ImageStore } from "./store.ts";
 import { findTemplate, TEMPLATES } from "./templates.ts";
 

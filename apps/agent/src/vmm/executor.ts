@@ -149,3 +149,9 @@ export interface HostNetwork {
   /** Removes every TAP, the firewall and the bridge. */
   teardown(): Promise<void>;
 }
+
+/** What a backend module builds for main.ts: the executor and, in tap mode, the host network. */
+export interface Backend {
+  executor: Executor;
+  network: HostNetwork | null;
+}

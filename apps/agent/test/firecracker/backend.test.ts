@@ -1,8 +1,8 @@
 import { existsSync } from "node:fs";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { loadBackend } from "../../src/backends.ts";
 import { parseConfig } from "../../src/config.ts";
+import { createBackend } from "../../src/main.ts";
 
 const base = {
   controlPlaneUrl: "http://127.0.0.1:9",
@@ -23,7 +23,7 @@ describe("backend: firecracker is selectable in the agent config", () => {
     "refuses to start on a host without Firecracker, saying why",
     async () => {
       const config = parseConfig({ ...base, backend: "firecracker" });
-      const attempt = loadBackend(config, pino({ level: "silent" }), {});
+      const attempt = createBackend(config, pino({ level: "silent" }));
       await expect(attempt).rejects.toThrow(/Firecracker host is not ready/);
       await expect(attempt).rejects.toThrow(/firecracker.*\/usr\/local\/bin\/firecracker/i);
     },
@@ -31,6 +31,6 @@ describe("backend: firecracker is selectable in the agent config", () => {
 
   it("refuses user-mode networking", async () => {
     const config = parseConfig({ ...base, backend: "firecracker", networkMode: "user" });
-    await expect(loadBackend(config, pino({ level: "silent" }), {})).rejects.toThrow(/networkMode "tap"/);
+    await expect(createBackend(config, pino({ level: "silent" }))).rejects.toThrow(/networkMode "tap"/);
   });
 });

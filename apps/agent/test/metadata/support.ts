@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import path from "node:path";
 import type { StepReporter, Upstream, VmSpec } from "../../src/vmm/executor.ts";
-import { FakeExecutor } from "../../src/vmm/fake.ts";
+import { FakeExecutor } from "../support/fake-executor.ts";
 
 export const REPO = path.resolve(import.meta.dirname, "../../../..");
 export const HELPER = path.join(REPO, "images/common/rootfs/usr/local/bin/git-credential-doppio");

@@ -5,16 +5,15 @@ import path from "node:path";
 import { pino } from "pino";
 import type { TestClient } from "../../../api/test/support/client.ts";
 import { startControlPlane, type TestControlPlane } from "../../../api/test/support/control-plane.ts";
-import { type Agent, createAgent } from "../../src/agent.ts";
 import { systemClock } from "../../src/clock.ts";
 import { type AgentConfig, parseConfig } from "../../src/config.ts";
 import { type ControlPlane, HttpControlPlane } from "../../src/control-plane.ts";
-import { MemoryRouteTable } from "../../src/edge/routes.ts";
-import { buildEdge } from "../../src/edge-wiring.ts";
+import type { MemoryRouteTable } from "../../src/edge/routes.ts";
 import type { ImageStore } from "../../src/images/store.ts";
 import type { ImageBuilder } from "../../src/jobs/registry.ts";
-import type { Executor, HostNetwork } from "../../src/vmm/executor.ts";
-import { FakeExecutor, type FakeExecutorOptions } from "../../src/vmm/fake.ts";
+import { type Agent, buildAgent } from "../../src/main.ts";
+import type { Backend } from "../../src/vmm/executor.ts";
+import { FakeExecutor, type FakeExecutorOptions } from "./fake-executor.ts";
 
 export const API_TOKEN = "test-agent-api-token-0123456789";
 
@@ -47,7 +46,6 @@ export function testConfig(raw: Record<string, unknown>): AgentConfig {
     domain: "host-1.example.test",
     apiToken: API_TOKEN,
     listen: "127.0.0.1:0",
-    backend: "fake",
     heartbeatIntervalMs: 500,
     reconcileIntervalMs: 600_000,
     claimWaitMs: 2_000,
@@ -65,7 +63,7 @@ export interface TestAgent {
   close(): Promise<void>;
 }
 
-/** The real agent core in this process, with the recording fake executor. */
+/** The real agent core in this process (main.ts's buildAgent), with the recording fake executor. */
 export async function startAgent(opts: {
   cpUrl: string;
   token: string;
@@ -73,10 +71,8 @@ export async function startAgent(opts: {
   fake?: FakeExecutorOptions;
   wrapCp?: (cp: ControlPlane) => ControlPlane;
   listen?: boolean;
-  /** Wire the edge (plugin + Caddy keeper) the way main.ts does, from config.edge. */
-  edge?: boolean;
   /** A real backend instead of the fake (built with the test's data dir). */
-  backend?: (dataDir: string) => { executor: Executor; network: HostNetwork | null };
+  backend?: (dataDir: string) => Backend;
   /** An image builder and the store it writes (built with the test's data dir), as main.ts wires them. */
   images?: (dataDir: string) => { builder: ImageBuilder; store: ImageStore };
 }): Promise<TestAgent> {
@@ -90,32 +86,25 @@ export async function startAgent(opts: {
     ...opts.config,
   });
   const fake = new FakeExecutor({ golden: { minimal: "ready" }, ...opts.fake });
-  const routes = new MemoryRouteTable();
   const http = new HttpControlPlane(config.controlPlaneUrl, config.serverToken, 5_000);
-  const log = pino({ level: process.env.DOPPIO_TEST_LOG ?? "silent" });
-  const edge = opts.edge ? await buildEdge(config, routes, log) : null;
-  const agent = await createAgent({
-    config,
+  const agent = await buildAgent(config, {
     executor: real?.executor ?? fake,
     network: real ? real.network : fake,
     cp: opts.wrapCp ? opts.wrapCp(http) : http,
-    routes,
     clock: systemClock,
-    log,
-    ...(images ? { imageBuilder: images.builder, images: images.store } : {}),
-    ...(edge ? { edge: edge.deps, onHeartbeat: edge.onHeartbeat } : {}),
+    log: pino({ level: process.env.DOPPIO_TEST_LOG ?? "silent" }),
+    images: images ?? null,
   });
   const apiUrl = await agent.start({ listen: opts.listen ?? false });
   return {
     agent,
     fake,
-    routes,
+    routes: agent.routes,
     dataDir,
     apiUrl,
     async close() {
       await agent.runner.idle();
       await agent.stop();
-      edge?.stop(); // after the API, as main.ts does: closes the edge's store handle
       await rm(dataDir, { recursive: true, force: true });
     },
   };

@@ -4,13 +4,15 @@ import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
+import type { FakeExecutorOptions } from "./fake-executor.ts";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
 
 /**
- * The agent as its own OS process (`node --import tsx apps/agent/src/main.ts --config F`),
- * so a test can SIGKILL exactly that PID. Same entry point as `npx tsx`, minus the npx and
- * tsx wrapper processes that would otherwise stand between the test and the agent.
+ * The agent as its own OS process on the fake executor (`node --import tsx
+ * fake-agent-main.ts --config F`: main.ts's runAgent), so a test can SIGKILL exactly that
+ * PID. Started like the systemd unit starts main.ts, minus the npx and tsx wrapper processes
+ * that would otherwise stand between the test and the agent.
  */
 export class AgentProcess {
   #child: ChildProcess | null = null;
@@ -19,12 +21,17 @@ export class AgentProcess {
   private constructor(
     readonly configFile: string,
     readonly logFile: string,
+    readonly fake: FakeExecutorOptions,
   ) {}
 
-  static async prepare(dataDir: string, config: Record<string, unknown>): Promise<AgentProcess> {
+  static async prepare(
+    dataDir: string,
+    config: Record<string, unknown>,
+    fake: FakeExecutorOptions,
+  ): Promise<AgentProcess> {
     const configFile = path.join(dataDir, "agent.yaml");
     await writeFile(configFile, stringify(config));
-    return new AgentProcess(configFile, path.join(dataDir, "agent.log"));
+    return new AgentProcess(configFile, path.join(dataDir, "agent.log"), fake);
   }
 
   get pid(): number | undefined {
@@ -35,10 +42,10 @@ export class AgentProcess {
     const log = createWriteStream(this.logFile, { flags: "a" });
     const child = spawn(
       process.execPath,
-      ["--import", "tsx", "apps/agent/src/main.ts", "--config", this.configFile],
+      ["--import", "tsx", "apps/agent/test/support/fake-agent-main.ts", "--config", this.configFile],
       {
         cwd: ROOT,
-        env: { ...process.env, DOPPIO_AGENT_ALLOW_FAKE: "1" },
+        env: { ...process.env, DOPPIO_TEST_FAKE_EXECUTOR: JSON.stringify(this.fake) },
         stdio: ["ignore", "pipe", "pipe"],
       },
     );

@@ -1,18 +1,18 @@
 import { join } from "node:path";
 import type { Logger } from "pino";
-import type { Backend } from "../../backends.ts";
 import type { AgentConfig } from "../../config.ts";
 import { hostNetworkFor } from "../../net/host-network.ts";
 import { ipToNum, numToIp } from "../../net/ipv4.ts";
 import { macForIp, tapNameForIp } from "../../net/naming.ts";
+import type { Backend } from "../executor.ts";
 import { assertPrerequisites, createFirecrackerExecutor, firecrackerConfig } from "./index.ts";
 
 /**
- * Wiring for `backend: firecracker` (loaded lazily by backends.ts). The host is checked
+ * The `backend: firecracker` executor and host network (main.ts chooses it). The host is checked
  * first (binaries and versions, /dev/kvm, cgroup v2 with the memory controller), so an
  * unready host fails at start with every problem listed. Boxes use bridge + TAP networking.
  */
-export async function createBackend(config: AgentConfig, log: Logger): Promise<Backend> {
+export async function createFirecrackerBackend(config: AgentConfig, log: Logger): Promise<Backend> {
   if (config.networkMode !== "tap") {
     throw new Error('backend "firecracker" needs networkMode "tap" (a bridge and one TAP per VM)');
   }

@@ -1,23 +1,19 @@
 import { join } from "node:path";
 import type { Logger } from "pino";
-import type { Backend } from "../../backends.ts";
 import type { AgentConfig } from "../../config.ts";
 import { hostNetworkFor } from "../../net/host-network.ts";
 import { ipToNum, numToIp } from "../../net/ipv4.ts";
+import type { Backend } from "../executor.ts";
 import { QemuExecutor } from "./executor.ts";
 
 /**
- * Wiring for `backend: qemu` (loaded lazily by backends.ts). Images live in
+ * The `backend: qemu` executor and host network (main.ts chooses it). Images live in
  * `<dataDir>/images/<template>/<version>/` (scripts/build-image.sh), boxes and golden
  * builds in `<dataDir>/qemu/`. `networkMode: user` runs without a bridge or root.
  * `netns` keeps the bridge and QEMU inside a network namespace (local stack on shared hosts).
  */
-export async function createBackend(
-  config: AgentConfig,
-  log: Logger,
-  opts: { netns?: string | null } = {},
-): Promise<Backend> {
-  const netns = opts.netns ?? (config as { netns?: string }).netns ?? null;
+export async function createQemuBackend(config: AgentConfig, log: Logger): Promise<Backend> {
+  const netns = config.netns ?? null;
   const [addr, bits] = config.bridge.cidr.split("/") as [string, string];
   const prefix = Number(bits);
   const size = 2 ** (32 - prefix);

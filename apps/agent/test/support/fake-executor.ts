@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import type { StepName, VmState } from "@doppio/contracts";
-import { sleep } from "../clock.ts";
+import { sleep } from "../../src/clock.ts";
 import type {
   Executor,
   GoldenInfo,
@@ -10,7 +10,7 @@ import type {
   TemplateSpec,
   Upstream,
   VmSpec,
-} from "./executor.ts";
+} from "../../src/vmm/executor.ts";
 
 interface FakeVm {
   state: Exclude<VmState, "gone">;
@@ -47,9 +47,9 @@ export interface GoldenFailure {
 /**
  * A recording test double of the Executor + HostNetwork interfaces, faithful to their
  * contracts: every action checks the current state first and is harmless to repeat; stop
- * keeps disks; remove deletes everything; inspect/list report what exists. It exists
- * because the real VMMs come from other modules; it is loadable by the agent only with
- * DOPPIO_AGENT_ALLOW_FAKE=1 (see backends.ts).
+ * keeps disks; remove deletes everything; inspect/list report what exists. Tests hand it to
+ * the agent in place of a real backend (agent-harness.ts in process, fake-agent-main.ts as
+ * a process).
  */
 export class FakeExecutor implements Executor, HostNetwork {
   readonly backend = "qemu" as const;
