@@ -1,6 +1,7 @@
 /**
- * IPv4 arithmetic for the box pool. Layout of the configured CIDR (spec page 03 §4a):
- * network, gateway = first address, pool, golden = last usable address, broadcast.
+ * The box network's layout, the one place it is computed (the IP pool, the host bridge, both
+ * backends' golden address, QEMU user mode's own addresses): network, gateway = first
+ * address, the box pool, golden = last usable address, broadcast.
  */
 import { ipToNum, numToIp } from "./net/ipv4.ts";
 
@@ -18,7 +19,10 @@ export interface PoolLayout {
   last: number;
 }
 
-/** Null when the CIDR is not usable for a pool (needs room for at least one box). */
+/**
+ * Null when the CIDR can hold the layout. The smallest is a /29: network, gateway, golden
+ * and broadcast leave 4 box addresses (a /30 would leave none).
+ */
 export function cidrProblem(cidr: string): string | null {
   const m = /^(\d{1,3}(?:\.\d{1,3}){3})\/(\d{1,2})$/.exec(cidr);
   if (!m) return "must look like 10.0.0.0/16";

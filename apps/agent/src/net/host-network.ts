@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import { cidrProblem, numToIp, poolLayout } from "../cidr.ts";
 import type { AgentConfig } from "../config.ts";
 import type { GuestAddress, HostNetwork } from "../vmm/executor.ts";
 import { CommandError, inNetns, run } from "./command.ts";
@@ -13,7 +14,6 @@ import {
   parsePortSet,
   removeTablesScript,
 } from "./firewall.ts";
-import { ipToNum, numToIp } from "./ipv4.ts";
 import { isValidIfName, TAP_PREFIX } from "./naming.ts";
 
 export interface LinuxHostNetworkConfig {
@@ -65,16 +65,14 @@ export class LinuxHostNetwork implements HostNetwork {
   constructor(config: LinuxHostNetworkConfig) {
     if (!isValidIfName(config.bridge))
       throw new NetworkError("invalid_config", `bad bridge name ${config.bridge}`);
-    const m = /^(\d{1,3}(?:\.\d{1,3}){3})\/(\d{1,2})$/.exec(config.cidr);
-    const prefix = Number(m?.[2]);
-    if (!m || prefix < 8 || prefix > 30) throw new NetworkError("invalid_config", `bad CIDR ${config.cidr}`);
-    const size = 2 ** (32 - prefix);
-    const network = Math.floor(ipToNum(m[1]!) / size) * size;
+    const problem = cidrProblem(config.cidr);
+    if (problem) throw new NetworkError("invalid_config", `bad CIDR ${config.cidr}: ${problem}`);
+    const layout = poolLayout(config.cidr);
     this.bridge = config.bridge;
     this.netns = config.netns ?? null;
-    this.prefix = prefix;
-    this.cidr = `${numToIp(network)}/${prefix}`;
-    this.gateway = numToIp(network + 1);
+    this.prefix = layout.prefix;
+    this.cidr = layout.cidr;
+    this.gateway = numToIp(layout.gateway);
     this.#tapPrefix = config.tapPrefix ?? TAP_PREFIX;
     this.#gatewayPorts = config.gatewayPorts ?? [];
     this.#hostPorts = config.hostPorts ?? [];

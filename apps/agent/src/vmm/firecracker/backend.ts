@@ -1,8 +1,8 @@
 import { join } from "node:path";
 import type { Logger } from "pino";
+import { numToIp, poolLayout } from "../../cidr.ts";
 import type { AgentConfig } from "../../config.ts";
 import { hostNetworkFor } from "../../net/host-network.ts";
-import { ipToNum, numToIp } from "../../net/ipv4.ts";
 import { macForIp, tapNameForIp } from "../../net/naming.ts";
 import type { Backend } from "../executor.ts";
 import { assertPrerequisites, createFirecrackerExecutor, firecrackerConfig } from "./index.ts";
@@ -22,12 +22,8 @@ export async function createFirecrackerBackend(config: AgentConfig, log: Logger)
     firecrackerBin: defaults.firecrackerBin,
     jailerBin: defaults.jailerBin,
   });
-  const [addr, bits] = config.bridge.cidr.split("/") as [string, string];
-  const prefix = Number(bits);
-  const size = 2 ** (32 - prefix);
-  const network = Math.floor(ipToNum(addr) / size) * size;
-  // The last usable address of the pool is reserved for golden builds (spec page 03 §4a).
-  const goldenIp = numToIp(network + size - 2);
+  const pool = poolLayout(config.bridge.cidr);
+  const goldenIp = numToIp(pool.golden);
   const cfg = firecrackerConfig({
     stateDir,
     imagesDir: join(config.dataDir, "images"),
@@ -36,8 +32,8 @@ export async function createFirecrackerBackend(config: AgentConfig, log: Logger)
       ...defaults.golden,
       net: {
         ip: goldenIp,
-        prefix,
-        gateway: numToIp(network + 1),
+        prefix: pool.prefix,
+        gateway: numToIp(pool.gateway),
         mac: macForIp(goldenIp),
         tap: tapNameForIp(goldenIp),
         dns: config.dns,

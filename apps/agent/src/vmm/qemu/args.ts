@@ -1,4 +1,4 @@
-import { ipToNum, numToIp } from "../../net/ipv4.ts";
+import { numToIp, poolLayout } from "../../cidr.ts";
 
 export type Accel = "kvm" | "tcg";
 
@@ -111,14 +111,13 @@ function netArgs(net: NetAttachment): string[] {
         `virtio-net-device,netdev=net0,mac=${net.mac}`,
       ];
     case "user": {
-      const size = 2 ** (32 - net.prefix);
-      const network = Math.floor(ipToNum(net.ip) / size) * size;
+      const pool = poolLayout(`${net.ip}/${net.prefix}`);
       // slirp's own addresses must not collide with a box address, and its host address
       // cannot carry a guestfwd: slirp sits on the reserved golden IP (which never uses
       // user mode) with its DNS on the network address, and the guest's gateway is only
       // the guestfwd address of the metadata service (the same URL as in tap mode).
-      const slirpHost = numToIp(network + size - 2);
-      const dns = numToIp(network);
+      const slirpHost = numToIp(pool.golden);
+      const dns = numToIp(pool.network);
       const fwd = net.forwards
         .map((f) => `,hostfwd=tcp:127.0.0.1:${f.hostPort}-${net.ip}:${f.guestPort}`)
         .join("");
@@ -128,7 +127,7 @@ function netArgs(net: NetAttachment): string[] {
         .join("");
       return [
         "-netdev",
-        `user,id=net0,net=${numToIp(network)}/${net.prefix},host=${slirpHost},dns=${dns},restrict=on${fwd}${guestFwd}`,
+        `user,id=net0,net=${pool.cidr},host=${slirpHost},dns=${dns},restrict=on${fwd}${guestFwd}`,
         "-device",
         `virtio-net-device,netdev=net0,mac=${net.mac}`,
       ];

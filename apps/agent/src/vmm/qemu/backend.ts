@@ -1,8 +1,8 @@
 import { join } from "node:path";
 import type { Logger } from "pino";
+import { numToIp, poolLayout } from "../../cidr.ts";
 import type { AgentConfig } from "../../config.ts";
 import { hostNetworkFor } from "../../net/host-network.ts";
-import { ipToNum, numToIp } from "../../net/ipv4.ts";
 import type { Backend } from "../executor.ts";
 import { QemuExecutor } from "./executor.ts";
 
@@ -14,11 +14,7 @@ import { QemuExecutor } from "./executor.ts";
  */
 export async function createQemuBackend(config: AgentConfig, log: Logger): Promise<Backend> {
   const netns = config.netns ?? null;
-  const [addr, bits] = config.bridge.cidr.split("/") as [string, string];
-  const prefix = Number(bits);
-  const size = 2 ** (32 - prefix);
-  const network = Math.floor(ipToNum(addr) / size) * size;
-  const gateway = numToIp(network + 1);
+  const pool = poolLayout(config.bridge.cidr);
   const metadataPort = config.metadata.enabled ? config.metadata.port : null;
   const hostNet = config.networkMode === "tap" ? hostNetworkFor(config, netns, log) : null;
   const executor = new QemuExecutor({
@@ -26,8 +22,7 @@ export async function createQemuBackend(config: AgentConfig, log: Logger): Promi
     imagesDir: join(config.dataDir, "images"),
     network: hostNet,
     netns,
-    // The last usable address of the pool is reserved for golden builds (spec page 03 §4a).
-    goldenNet: { ip: numToIp(network + size - 2), prefix, gateway },
+    goldenNet: { ip: numToIp(pool.golden), prefix: pool.prefix, gateway: numToIp(pool.gateway) },
     accel: "auto",
     userModeMetadataPort: metadataPort,
     log,
