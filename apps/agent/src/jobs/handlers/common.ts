@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import type { BoxJobPayload } from "@doppio/contracts";
+import { type BoxJobPayload, boxUrls } from "@doppio/contracts";
 import { metadataUrl, newMetadataToken } from "../../metadata/tokens.ts";
 import { macForIp, tapNameForIp } from "../../net/naming.ts";
 import type { BoxSpec, StoredBox } from "../../store/boxes.ts";
@@ -14,16 +14,6 @@ export function freshSecrets(): BoxSecrets {
     db_password: randomBytes(18).toString("base64url"),
     encryption_key: randomBytes(32).toString("base64url"),
     admin_password: randomBytes(12).toString("base64url"),
-  };
-}
-
-export function boxUrls(deps: HandlerDeps, slug: string): { site: string; code: string } {
-  const { publicScheme, publicPort, domain } = deps.config;
-  const defaultPort = publicScheme === "https" ? 443 : 80;
-  const port = publicPort && publicPort !== defaultPort ? `:${publicPort}` : "";
-  return {
-    site: `${publicScheme}://${slug}.site.${domain}${port}`,
-    code: `${publicScheme}://${slug}.code.${domain}${port}`,
   };
 }
 
@@ -66,7 +56,8 @@ export function boxRecord(
  * token stops working.
  */
 export function vmSpec(deps: HandlerDeps, box: Omit<StoredBox, "updatedAt">, generation: number): VmSpec {
-  const urls = boxUrls(deps, box.slug);
+  const { publicScheme, publicPort, domain } = deps.config;
+  const urls = boxUrls(box.slug, domain, publicScheme, publicPort);
   const net = {
     ip: box.ip,
     prefix: deps.ipPool.layout.prefix,
