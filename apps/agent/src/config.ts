@@ -1,20 +1,21 @@
 import { readFileSync } from "node:fs";
+import { DEFAULT_TEMPLATE, findTemplate } from "@doppio/contracts";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { cidrProblem } from "./cidr.ts";
 import { parseCaddyAdminAddress } from "./edge/caddy-admin.ts";
 import { AgentError } from "./errors.ts";
-import { findTemplate } from "./images/templates.ts";
 import { SERIAL_LOG_MAX_BYTES } from "./logs/rotate.ts";
 
 /**
- * A template this host offers. Ports, memory and vCPUs default to the template's descriptor
- * (images/templates.ts) when it has one, so `{name: code}` is a complete entry.
+ * A template this host offers. Version, ports, memory and vCPUs default to the template's
+ * descriptor (packages/contracts/src/templates.ts) when it has one, so `{name: code}` is a
+ * complete entry.
  */
 const Template = z
   .strictObject({
     name: z.string().min(1),
-    version: z.string().min(1).default("1"),
+    version: z.string().min(1).optional(),
     readyPorts: z.array(z.number().int().min(1).max(65535)).optional(),
     memoryMb: z.number().int().positive().optional(),
     vcpu: z.number().int().positive().optional(),
@@ -23,7 +24,7 @@ const Template = z
     const known = findTemplate(t.name);
     return {
       name: t.name,
-      version: t.version,
+      version: t.version ?? known?.version ?? "1",
       readyPorts: t.readyPorts ?? known?.readyPorts ?? [8000],
       memoryMb: t.memoryMb ?? known?.memoryMb ?? 2048,
       vcpu: t.vcpu ?? known?.vcpu ?? 1,
@@ -90,11 +91,11 @@ export const AgentConfig = z
     heartbeatIntervalMs: z.number().int().min(100).default(15_000),
     claimWaitMs: z.number().int().min(0).max(30_000).default(25_000),
     /** Only this template may cold-boot when it has no golden snapshot. */
-    defaultTemplate: z.string().default("minimal"),
+    defaultTemplate: z.string().default(DEFAULT_TEMPLATE),
     templates: z
       .array(Template)
       .min(1)
-      .default([Template.parse({ name: "minimal" })]),
+      .default([Template.parse({ name: DEFAULT_TEMPLATE })]),
     /** What the host offers boxes; measured from the OS when unset. */
     capacity: z
       .strictObject({

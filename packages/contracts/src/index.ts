@@ -7,3 +7,4 @@ export * from "./job.ts";
 export * from "./log-redact.ts";
 export * from "./logs.ts";
 export * from "./slug.ts";
+export * from "./templates.ts";

@@ -3,12 +3,12 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { findTemplate, type TemplateDescriptor } from "@doppio/contracts";
 import type { Logger } from "pino";
 import type { StepReporter, TemplateSpec } from "../vmm/executor.ts";
 import { buildEnv } from "./build-env.ts";
 import { ImageError } from "./errors.ts";
 import { type ImageStore, type ImageVersion, versionName } from "./store.ts";
-import { findTemplate, type TemplateDescriptor } from "./templates.ts";
 
 /** The checkout the agent runs from: recipes live in its images/ and scripts/. */
 export const REPO_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");

@@ -2,12 +2,11 @@
 // agent's build_image does, printing steps and the recipe's output.
 //   npx tsx apps/agent/src/images/cli.ts code --images-dir /var/lib/doppio/images [--size 3G]
 import { parseArgs } from "node:util";
-import type { StepName } from "@doppio/contracts";
+import { findTemplate, type StepName, TEMPLATES } from "@doppio/contracts";
 import { pino } from "pino";
 import type { StepReporter } from "../vmm/executor.ts";
 import { buildImage, REPO_DIR } from "./builder.ts";
 import { ImageStore } from "./store.ts";
-import { findTemplate, TEMPLATES } from "./templates.ts";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,

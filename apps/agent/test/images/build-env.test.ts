@@ -1,11 +1,11 @@
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { findTemplate, type TemplateDescriptor } from "@doppio/contracts";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildImage } from "../../src/images/builder.ts";
 import { ImageStore } from "../../src/images/store.ts";
-import { findTemplate, type TemplateDescriptor } from "../../src/images/templates.ts";
 import { RecordingReporter } from "../qemu/support.ts";
 
 // A recipe that records the environment it gets, directly and inside a chroot (root only:

@@ -9,12 +9,12 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import { findTemplate } from "@doppio/contracts";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildImage } from "../../src/images/builder.ts";
 import { ImageError } from "../../src/images/errors.ts";
 import { ImageStore, type ImageVersion } from "../../src/images/store.ts";
-import { findTemplate } from "../../src/images/templates.ts";
 import { RecordingReporter } from "../qemu/support.ts";
 import {
   BUILD_CACHE_DIR,

@@ -7,13 +7,13 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { findTemplate } from "@doppio/contracts";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildImage } from "../../src/images/builder.ts";
 import { ImageError } from "../../src/images/errors.ts";
 import { ImageStore } from "../../src/images/store.ts";
-import { findTemplate } from "../../src/images/templates.ts";
 import { RecordingReporter } from "../qemu/support.ts";
 import { REPO, removeUnlessMounted } from "./support.ts";
 

@@ -1,12 +1,12 @@
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { findTemplate, TEMPLATES, type TemplateDescriptor } from "@doppio/contracts";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildImage, HostImageBuilder, REPO_DIR } from "../../src/images/builder.ts";
 import { ImageError } from "../../src/images/errors.ts";
 import { ImageStore, versionName } from "../../src/images/store.ts";
-import { findTemplate, TEMPLATES, type TemplateDescriptor } from "../../src/images/templates.ts";
 import { REPO, RecordingReporter } from "../qemu/support.ts";
 
 // A stand-in recipe with the real scripts' interface: STEP lines, OUT_DIR files, the inputs

@@ -1,4 +1,4 @@
-import type { Template } from "@doppio/contracts";
+import { TEMPLATES, type Template } from "@doppio/contracts";
 import { eq, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { servers, serverTemplates, templates } from "../db/schema.ts";
@@ -6,36 +6,18 @@ import { servers, serverTemplates, templates } from "../db/schema.ts";
 type TemplateRow = typeof templates.$inferInsert;
 
 /**
- * The templates users can pick. Versions change when a recipe changes; agents rebuild the
- * golden snapshot of a template whose version moved. `minimal` is the default because it is
- * the one every host can build without network access (its cold boot is the fallback).
+ * The templates users can pick, from the list the agent shares (packages/contracts/src/templates.ts).
+ * Versions change when a recipe changes; agents rebuild the golden snapshot of a template
+ * whose version moved.
  */
-export const TEMPLATE_CATALOG: Omit<TemplateRow, "createdAt">[] = [
-  {
-    name: "minimal",
-    title: "Minimal",
-    description: "A tiny Linux box answering on the site and code URLs; for trying the platform.",
-    version: "1",
-    defaultSize: "small",
-    isDefault: true,
-  },
-  {
-    name: "code",
-    title: "VS Code",
-    description: "Debian with git, Node, Python and VS Code in the browser.",
-    version: "1",
-    defaultSize: "medium",
-    isDefault: false,
-  },
-  {
-    name: "frappe",
-    title: "Frappe bench",
-    description: "Frappe v16 bench with a running site, MariaDB, Redis and VS Code in the browser.",
-    version: "1",
-    defaultSize: "medium",
-    isDefault: false,
-  },
-];
+const TEMPLATE_CATALOG: Omit<TemplateRow, "createdAt">[] = TEMPLATES.map((t) => ({
+  name: t.name,
+  title: t.title,
+  description: t.description,
+  version: t.version,
+  defaultSize: t.boxSize,
+  isDefault: t.isDefault,
+}));
 
 export async function seedTemplates(ctx: Ctx): Promise<void> {
   for (const t of TEMPLATE_CATALOG) {

@@ -1,10 +1,20 @@
+import type { BoxSizeName } from "./box.ts";
+
 /**
- * Box templates as data: what users pick. The recipe is a script run on the host; the
- * readiness check is what the guest's init waits for before it reports DOPPIO-READY.
+ * A box template: what users pick (the control plane's catalog) and what a host needs to
+ * build, boot and check it (the agent's image builder, config defaults and readiness).
  */
 export interface TemplateDescriptor {
   name: string;
+  /** Catalog title and description users see. */
+  title: string;
   description: string;
+  /** The control plane's template version; agents rebuild the golden when it moves. */
+  version: string;
+  /** Size a new box gets unless the request names one. */
+  boxSize: BoxSizeName;
+  /** The default template, the only one that may cold-boot without a golden snapshot. */
+  isDefault: boolean;
   recipe: {
     /** `busybox`: scripts/build-image.sh; `debian`: images/common/build-debian.sh + images/<name>/recipe.sh. */
     kind: "busybox" | "debian";
@@ -25,10 +35,20 @@ export interface TemplateDescriptor {
   needsNetwork: string[];
 }
 
+/**
+ * Every template, in one list the control plane (apps/api/src/services/templates.ts) and
+ * the agent (apps/agent/src/images/, config.ts) both read. Recipes live in images/<name>/.
+ */
 export const TEMPLATES: readonly TemplateDescriptor[] = [
   {
+    // busybox guest for runtime tests: httpd on :8000 and :8888. The default because every
+    // host can build it without network access.
     name: "minimal",
-    description: "busybox guest for runtime tests: httpd on :8000 and :8888",
+    title: "Minimal",
+    description: "A tiny Linux box answering on the site and code URLs; for trying the platform.",
+    version: "1",
+    boxSize: "small",
+    isDefault: true,
     recipe: { kind: "busybox", script: "scripts/build-image.sh" },
     defaultSize: "512M",
     ports: { site: 8000, code: 8888, ssh: null },
@@ -39,8 +59,13 @@ export const TEMPLATES: readonly TemplateDescriptor[] = [
     needsNetwork: [],
   },
   {
+    // Debian bookworm, git, Python 3, Node 20 and code-server on :8888 serving /workspace.
     name: "code",
-    description: "Debian bookworm, git, Python 3, Node 20 and code-server on :8888 serving /workspace",
+    title: "VS Code",
+    description: "Debian with git, Node, Python and VS Code in the browser.",
+    version: "1",
+    boxSize: "medium",
+    isDefault: false,
     recipe: { kind: "debian", script: "images/common/build-debian.sh" },
     defaultSize: "3G",
     ports: { site: null, code: 8888, ssh: 22 },
@@ -51,8 +76,13 @@ export const TEMPLATES: readonly TemplateDescriptor[] = [
     needsNetwork: [],
   },
   {
+    // Frappe bench (version-16 by default) with MariaDB, Redis, Node + yarn and code-server.
     name: "frappe",
-    description: "Frappe bench (version-16 by default) with MariaDB, Redis, Node + yarn and code-server",
+    title: "Frappe bench",
+    description: "Frappe v16 bench with a running site, MariaDB, Redis and VS Code in the browser.",
+    version: "1",
+    boxSize: "medium",
+    isDefault: false,
     recipe: { kind: "debian", script: "images/common/build-debian.sh" },
     defaultSize: "12G",
     ports: { site: 8000, code: 8888, ssh: 22 },
@@ -67,3 +97,6 @@ export const TEMPLATES: readonly TemplateDescriptor[] = [
 export function findTemplate(name: string): TemplateDescriptor | undefined {
   return TEMPLATES.find((t) => t.name === name);
 }
+
+/** The template hosts offer and users get when they name none. */
+export const DEFAULT_TEMPLATE = TEMPLATES.find((t) => t.isDefault)!.name;
