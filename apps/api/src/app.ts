@@ -119,15 +119,16 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   );
   app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
 
-  await app.register(authRoutes(ctx), { prefix: "/api/v1" });
-  await app.register(boxRoutes(ctx), { prefix: "/api/v1" });
-  await app.register(serverRoutes(ctx), { prefix: "/api/v1" });
-  await app.register(eventRoutes(ctx), { prefix: "/api/v1" });
-  await app.register(accessRoutes(ctx), { prefix: "/api/v1" });
-  await app.register(logRoutes(ctx), { prefix: "/api/v1" });
-  await app.register(agentRoutes(ctx), { prefix: "/agent/v1" });
-  await app.register(agentGitRoutes(ctx), { prefix: "/agent/v1" });
-  await app.register(agentLogRoutes(ctx), { prefix: "/agent/v1" });
+  // Each route carries its full path from the contract (packages/contracts/src/routes.ts).
+  await app.register(authRoutes(ctx));
+  await app.register(boxRoutes(ctx));
+  await app.register(serverRoutes(ctx));
+  await app.register(eventRoutes(ctx));
+  await app.register(accessRoutes(ctx));
+  await app.register(logRoutes(ctx));
+  await app.register(agentRoutes(ctx));
+  await app.register(agentGitRoutes(ctx));
+  await app.register(agentLogRoutes(ctx));
 
   if (config.dashboardDir && existsSync(config.dashboardDir)) {
     await app.register(fastifyStatic, { root: config.dashboardDir, prefix: "/dashboard/", wildcard: false });

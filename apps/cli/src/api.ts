@@ -1,23 +1,20 @@
 import {
-  ApiToken,
-  Box,
+  type BoxWithJob,
   type CreateBoxRequest,
-  CreatedToken,
   ErrorBody,
   type ErrorCode,
-  Job,
-  LogsPage,
-  Me,
-  Template,
+  type LogsQuery,
+  type Route,
+  type RouteInput,
+  type RouteOutput,
+  routes,
+  routeUrl,
 } from "@doppio/contracts";
-import { z } from "zod";
 import { CliError, type CliErrorKind } from "./errors.ts";
 
-const API_PREFIX = "/api/v1";
 const REQUEST_TIMEOUT_MS = 30_000;
 
-export const BoxWithJob = z.object({ box: Box, job: Job });
-export type BoxWithJob = z.infer<typeof BoxWithJob>;
+export type { BoxWithJob };
 
 /** Errors the user caused map to usage (2); everything else the server refused is a failure (1). */
 const KIND_BY_CODE: Partial<Record<ErrorCode, CliErrorKind>> = {
@@ -47,7 +44,10 @@ export class ApiError extends CliError {
   }
 }
 
-/** A small typed client of the control plane's /api/v1, on Node's fetch. */
+/**
+ * A small typed client of the control plane's /api/v1, on Node's fetch: paths and answers
+ * come from the route contract (packages/contracts/src/routes.ts).
+ */
 export class ApiClient {
   constructor(
     readonly baseUrl: string,
@@ -60,10 +60,10 @@ export class ApiClient {
   }
 
   url(path: string): string {
-    return `${this.baseUrl}${API_PREFIX}${path}`;
+    return `${this.baseUrl}${path}`;
   }
 
-  /** Sends one request; returns the raw response after mapping errors to CliErrors. */
+  /** Sends one request (`path` from the route contract); returns the raw response after mapping errors to CliErrors. */
   async raw(
     method: string,
     path: string,
@@ -93,39 +93,47 @@ export class ApiClient {
     return res;
   }
 
-  async json<T>(schema: z.ZodType<T>, method: string, path: string, body?: unknown): Promise<T> {
-    const res = await this.raw(method, path, { body });
+  /**
+   * Calls one route of the contract and parses its answer with the schema for the status it
+   * came with. Every change carries a JSON body (`{}` when the route takes none).
+   */
+  async call<R extends Route>(route: R, input: RouteInput<R>): Promise<RouteOutput<R>> {
+    const given = input as {
+      params?: Record<string, string>;
+      query?: Record<string, unknown>;
+      body?: unknown;
+    };
+    const path = routeUrl(route, given);
+    const body = route.method === "GET" ? undefined : (given.body ?? {});
+    const res = await this.raw(route.method, path, { body });
     const text = await res.text();
     try {
-      return schema.parse(JSON.parse(text));
+      const schema = route.responses[res.status];
+      if (!schema) throw new Error(`HTTP ${res.status} is not an answer of ${route.method} ${route.path}`);
+      return schema.parse(text === "" ? null : JSON.parse(text)) as RouteOutput<R>;
     } catch (err) {
       throw new CliError(
         "failed",
-        `unexpected answer from ${this.baseUrl} (${method} ${path})`,
+        `unexpected answer from ${this.baseUrl} (${route.method} ${path.replace(/^\/api\/v1/, "")})`,
         "is this a doppiobox control plane, and are the CLI and server versions compatible?",
         { cause: err },
       );
     }
   }
 
-  me = () => this.json(Me, "GET", "/me");
-  templates = async () =>
-    (await this.json(z.object({ templates: z.array(Template) }), "GET", "/templates")).templates;
-  boxes = async () => (await this.json(z.object({ boxes: z.array(Box) }), "GET", "/boxes")).boxes;
-  box = (slug: string) => this.json(Box, "GET", `/boxes/${encodeURIComponent(slug)}`);
-  jobs = async (slug: string) =>
-    (await this.json(z.object({ jobs: z.array(Job) }), "GET", `/boxes/${encodeURIComponent(slug)}/jobs`))
-      .jobs;
-  createBox = (req: CreateBoxRequest) => this.json(BoxWithJob, "POST", "/boxes", req);
+  me = () => this.call(routes.getMe, {});
+  templates = async () => (await this.call(routes.listTemplates, {})).templates;
+  boxes = async () => (await this.call(routes.listBoxes, {})).boxes;
+  box = (slug: string) => this.call(routes.getBox, { params: { slug } });
+  jobs = async (slug: string) => (await this.call(routes.listBoxJobs, { params: { slug } })).jobs;
+  createBox = (req: CreateBoxRequest) => this.call(routes.createBox, { body: req });
   action = (slug: string, action: "start" | "stop" | "reset") =>
-    forBox(slug, this.json(BoxWithJob, "POST", `/boxes/${encodeURIComponent(slug)}/${action}`, {}));
-  deleteBox = (slug: string) =>
-    forBox(slug, this.json(BoxWithJob, "DELETE", `/boxes/${encodeURIComponent(slug)}`));
-  logs = (slug: string, query: LogsRequest) =>
-    this.json(LogsPage, "GET", `/boxes/${encodeURIComponent(slug)}/logs${logsQueryString(query)}`);
-  tokens = async () => (await this.json(z.object({ tokens: z.array(ApiToken) }), "GET", "/tokens")).tokens;
+    forBox(slug, this.call(ACTION_ROUTES[action], { params: { slug } }));
+  deleteBox = (slug: string) => forBox(slug, this.call(routes.deleteBox, { params: { slug } }));
+  logs = (slug: string, query: LogsRequest) => this.call(routes.getBoxLogs, { params: { slug }, query });
+  tokens = async () => (await this.call(routes.listTokens, {})).tokens;
   revokeToken = async (id: string) => {
-    await this.raw("DELETE", `/tokens/${encodeURIComponent(id)}`);
+    await this.call(routes.revokeToken, { params: { id } });
   };
 
   /**
@@ -133,8 +141,8 @@ export class ApiClient {
    * lives only for this exchange and is closed right after; the password is never stored.
    */
   async loginForToken(email: string, password: string, tokenName: string) {
-    const login = await this.raw("POST", "/auth/login", { body: { email, password } });
-    const me = Me.parse(await login.json());
+    const login = await this.raw("POST", routes.login.path, { body: { email, password } });
+    const me = routes.login.responses[200].parse(await login.json());
     const cookie = login.headers
       .getSetCookie()
       .map((c) => c.split(";")[0]!)
@@ -145,29 +153,18 @@ export class ApiClient {
     // (pages can never set Sec-Fetch-* themselves). Bodies are JSON, `{}` when empty.
     const headers = { cookie, "sec-fetch-site": "same-origin" };
     try {
-      const res = await this.raw("POST", "/tokens", { body: { name: tokenName }, headers });
-      return { me, token: CreatedToken.parse(await res.json()) };
+      const res = await this.raw("POST", routes.createToken.path, { body: { name: tokenName }, headers });
+      return { me, token: routes.createToken.responses[201].parse(await res.json()) };
     } finally {
-      await this.raw("POST", "/auth/logout", { body: {}, headers }).catch(() => {});
+      await this.raw("POST", routes.logout.path, { body: {}, headers }).catch(() => {});
     }
   }
 }
 
-/** What `doppio logs` asks for; the server applies the same defaults and limits. */
-export interface LogsRequest {
-  after?: number;
-  tail?: number;
-  source?: string;
-}
+const ACTION_ROUTES = { start: routes.startBox, stop: routes.stopBox, reset: routes.resetBox } as const;
 
-export function logsQueryString(q: LogsRequest): string {
-  const params = new URLSearchParams();
-  if (q.after !== undefined) params.set("after", String(q.after));
-  if (q.tail !== undefined) params.set("tail", String(q.tail));
-  if (q.source !== undefined) params.set("source", q.source);
-  const s = params.toString();
-  return s ? `?${s}` : "";
-}
+/** What `doppio logs` asks for; the server applies the same defaults and limits. */
+export type LogsRequest = Partial<LogsQuery>;
 
 /** Puts the box's name into hints like "doppio status NAME". */
 async function forBox<T>(slug: string, request: Promise<T>): Promise<T> {

@@ -1,6 +1,5 @@
-import { type LogLine, LogLine as LogLineSchema } from "@doppio/contracts";
-import { z } from "zod";
-import { type ApiClient, ApiError, type LogsRequest, logsQueryString } from "./api.ts";
+import { type LogLine, routes, routeUrl } from "@doppio/contracts";
+import { type ApiClient, ApiError } from "./api.ts";
 import { CliError } from "./errors.ts";
 import type { Io } from "./io.ts";
 import { streamSse } from "./sse.ts";
@@ -9,7 +8,7 @@ import { sleep } from "./watch.ts";
 const RECONNECT_MIN_MS = 500;
 const RECONNECT_MAX_MS = 10_000;
 
-const LinesEvent = z.object({ lines: z.array(LogLineSchema) });
+const LinesEvent = routes.streamBoxLogs.events.lines;
 
 export type LogFormat = "tty" | "plain" | "json";
 
@@ -86,8 +85,8 @@ export async function followLogs(
     delay = RECONNECT_MIN_MS;
   };
   while (!signal.aborted) {
-    const query: LogsRequest = { after, ...(from.source ? { source: from.source } : {}) };
-    const path = `/boxes/${encodeURIComponent(slug)}/logs/stream${logsQueryString(query)}`;
+    const query = { after, ...(from.source ? { source: from.source } : {}) };
+    const path = routeUrl(routes.streamBoxLogs, { params: { slug }, query });
     let reason = "the server closed it";
     try {
       for await (const ev of streamSse(api, path, signal, onOpen)) {

@@ -1,3 +1,4 @@
+import { routes } from "@doppio/contracts";
 import type { ApiClient } from "./api.ts";
 
 export interface ServerEvent {
@@ -12,11 +13,11 @@ export interface ServerEvent {
  * stream ends or `signal` aborts. Comments (keepalives) are skipped.
  */
 export function streamEvents(api: ApiClient, signal: AbortSignal): AsyncGenerator<ServerEvent> {
-  return streamSse(api, "/events", signal);
+  return streamSse(api, routes.streamEvents.path, signal);
 }
 
 /**
- * Opens any server-sent event stream of the API (`path` under /api/v1) and yields its
+ * Opens any server-sent event stream of the API (`path` from the route contract) and yields its
  * events until the stream ends or `signal` aborts. `onOpen` runs once the server has
  * accepted the request (errors before that throw, as from any API call).
  */

@@ -1,4 +1,4 @@
-import { FINAL_JOB_STATUSES, Job } from "@doppio/contracts";
+import { FINAL_JOB_STATUSES, type Job, routes } from "@doppio/contracts";
 import type { ApiClient } from "./api.ts";
 import type { Io } from "./io.ts";
 import { streamEvents } from "./sse.ts";
@@ -35,7 +35,7 @@ export async function watchBoxJobs(
       try {
         for await (const ev of streamEvents(api, signal)) {
           if (ev.event !== "job") continue;
-          const parsed = Job.safeParse(safeJson(ev.data));
+          const parsed = routes.streamEvents.events.job.safeParse(safeJson(ev.data));
           if (parsed.success && parsed.data.box === slug) handlers.onJob(parsed.data);
         }
       } catch {

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { BOX_SIZES, BoxSize } from "./box.ts";
+import { BOX_SIZES, Box, BoxSize } from "./box.ts";
+import { Job } from "./job.ts";
 
 export const PASSWORD_MIN = 10;
 export const PASSWORD_MAX = 256;
@@ -130,5 +131,18 @@ export const Server = z.object({
 });
 export type Server = z.infer<typeof Server>;
 export const RegisteredServer = Server.extend({ agentToken: z.string() });
+
+/** `{box, job}`: what creating a box or acting on one answers (the box as it is now, the job queued). */
+export const BoxWithJob = z.object({ box: Box, job: Job });
+export type BoxWithJob = z.infer<typeof BoxWithJob>;
+
+// List answers are objects, never bare arrays, so a field can be added without breaking clients.
+export const BoxList = z.object({ boxes: z.array(Box) });
+export const JobList = z.object({ jobs: z.array(Job) });
+export const TemplateList = z.object({ templates: z.array(Template) });
+export const TokenList = z.object({ tokens: z.array(ApiToken) });
+export const ServerList = z.object({ servers: z.array(Server) });
+export const RotatedAgentToken = z.object({ agentToken: z.string() });
+export const TemplateJobRequest = z.strictObject({ template: z.string().min(1).max(64) });
 
 export const SIZES = Object.entries(BOX_SIZES).map(([name, s]) => ({ name, ...s }));

@@ -1,10 +1,11 @@
+import { routes } from "@doppio/contracts";
 import type { FastifyRequest } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
-import { z } from "zod";
 import type { Ctx } from "../context.ts";
 import { AppError } from "../errors.ts";
 import { requireUser, SESSION_COOKIE } from "../http/auth.ts";
 import { handoffUrl } from "../services/access.ts";
+import { endpoint } from "./contract.ts";
 
 /**
  * Private box URLs (code-server, dev ports, private sites): the agent sends a browser
@@ -14,29 +15,20 @@ import { handoffUrl } from "../services/access.ts";
 export function accessRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const user = requireUser(ctx);
   return async (app) => {
-    app.get(
-      "/access/open",
-      {
-        schema: {
-          tags: ["access"],
-          querystring: z.object({
-            host: z.string().min(1).max(300),
-            next: z.string().max(4096).default("/"),
-          }),
-        },
-      },
-      async (req, reply) => {
+    app.route({
+      ...endpoint(routes.openBoxAccess, { tags: ["access"] }),
+      handler: async (req, reply) => {
         try {
           await user(req, reply);
         } catch (err) {
           if (!(err instanceof AppError) || err.code !== "unauthorized") throw err;
-          const back = `/api/v1/access/open?${new URLSearchParams({ host: req.query.host, next: req.query.next })}`;
+          const back = `${routes.openBoxAccess.path}?${new URLSearchParams({ host: req.query.host, next: req.query.next })}`;
           return reply.redirect(`/dashboard/login?${new URLSearchParams({ next: back })}`);
         }
         const url = await handoffUrl(ctx, req.principal!, signInSecret(req), req.query.host, req.query.next);
         return reply.redirect(url);
       },
-    );
+    });
   };
 }
 

@@ -1,9 +1,9 @@
-import { GitCredential, GitCredentialRequest } from "@doppio/contracts";
+import { routes } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
-import { z } from "zod";
 import type { Ctx } from "../context.ts";
 import { requireAgent } from "../http/auth.ts";
 import { issueGitCredential } from "../services/git-credentials.ts";
+import { endpoint } from "./contract.ts";
 
 /**
  * Git credentials for boxes, asked by the agent's metadata service on a box's behalf. A
@@ -12,21 +12,13 @@ import { issueGitCredential } from "../services/git-credentials.ts";
 export function agentGitRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const agent = requireAgent(ctx);
   return async (app) => {
-    app.post(
-      "/boxes/:slug/git-credential",
-      {
-        onRequest: agent,
-        schema: {
-          tags: ["agent"],
-          params: z.object({ slug: z.string().min(1).max(200) }),
-          body: GitCredentialRequest,
-          response: { 200: GitCredential },
-        },
-      },
-      async (req, reply) => {
+    app.route({
+      ...endpoint(routes.issueGitCredential, { tags: ["agent"] }),
+      onRequest: agent,
+      handler: async (req, reply) => {
         reply.header("cache-control", "no-store");
         return issueGitCredential(ctx, req.agentServer!.id, req.params.slug);
       },
-    );
+    });
   };
 }

@@ -1,13 +1,5 @@
-import {
-  ApiToken,
-  CreatedToken,
-  CreateTokenRequest,
-  LoginRequest,
-  Me,
-  SignupRequest,
-} from "@doppio/contracts";
+import { routes } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
-import { z } from "zod";
 import { sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import { requireSameOrigin, requireUser, SESSION_COOKIE } from "../http/auth.ts";
@@ -22,6 +14,7 @@ import {
   signup,
   toMe,
 } from "../services/users.ts";
+import { endpoint } from "./contract.ts";
 
 export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const secure = ctx.config.publicUrl.startsWith("https:");
@@ -41,66 +34,64 @@ export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       });
     };
 
-    app.post(
-      "/auth/signup",
-      {
-        config: { rateLimit },
-        schema: { tags: ["auth"], body: SignupRequest, response: { 201: Me } },
-      },
-      async (req, reply) => {
+    app.route({
+      ...endpoint(routes.signup, { tags: ["auth"] }),
+      config: { rateLimit },
+      handler: async (req, reply) => {
         const principal = await signup(ctx, req.body);
         await startSession(principal.userId, reply);
         return reply.code(201).send(toMe(principal));
       },
-    );
+    });
 
-    app.post(
-      "/auth/login",
-      { config: { rateLimit }, schema: { tags: ["auth"], body: LoginRequest, response: { 200: Me } } },
-      async (req, reply) => {
+    app.route({
+      ...endpoint(routes.login, { tags: ["auth"] }),
+      config: { rateLimit },
+      handler: async (req, reply) => {
         const principal = await login(ctx, req.body.email, req.body.password);
         await startSession(principal.userId, reply);
         return toMe(principal);
       },
-    );
-
-    app.post("/auth/logout", { onRequest: sameOrigin, schema: { tags: ["auth"] } }, async (req, reply) => {
-      const cookie = req.cookies[SESSION_COOKIE];
-      if (cookie) await deleteSession(ctx, cookie);
-      if (cookie) await endBoxAccess(ctx, sha256(cookie));
-      reply.clearCookie(SESSION_COOKIE, { path: "/" });
-      return reply.code(204).send();
     });
 
-    app.get("/me", { onRequest: user, schema: { tags: ["auth"], response: { 200: Me } } }, async (req) =>
-      toMe(req.principal!),
-    );
-
-    app.get(
-      "/tokens",
-      {
-        onRequest: user,
-        schema: { tags: ["tokens"], response: { 200: z.object({ tokens: z.array(ApiToken) }) } },
+    app.route({
+      ...endpoint(routes.logout, { tags: ["auth"] }),
+      onRequest: sameOrigin,
+      handler: async (req, reply) => {
+        const cookie = req.cookies[SESSION_COOKIE];
+        if (cookie) await deleteSession(ctx, cookie);
+        if (cookie) await endBoxAccess(ctx, sha256(cookie));
+        reply.clearCookie(SESSION_COOKIE, { path: "/" });
+        return reply.code(204).send(null);
       },
-      async (req) => ({ tokens: await listApiTokens(ctx, req.principal!) }),
-    );
+    });
 
-    app.post(
-      "/tokens",
-      {
-        onRequest: user,
-        schema: { tags: ["tokens"], body: CreateTokenRequest, response: { 201: CreatedToken } },
-      },
-      async (req, reply) => reply.code(201).send(await createApiToken(ctx, req.principal!, req.body)),
-    );
+    app.route({
+      ...endpoint(routes.getMe, { tags: ["auth"] }),
+      onRequest: user,
+      handler: async (req) => toMe(req.principal!),
+    });
 
-    app.delete(
-      "/tokens/:id",
-      { onRequest: user, schema: { tags: ["tokens"], params: z.object({ id: z.string().uuid() }) } },
-      async (req, reply) => {
+    app.route({
+      ...endpoint(routes.listTokens, { tags: ["tokens"] }),
+      onRequest: user,
+      handler: async (req) => ({ tokens: await listApiTokens(ctx, req.principal!) }),
+    });
+
+    app.route({
+      ...endpoint(routes.createToken, { tags: ["tokens"] }),
+      onRequest: user,
+      handler: async (req, reply) =>
+        reply.code(201).send(await createApiToken(ctx, req.principal!, req.body)),
+    });
+
+    app.route({
+      ...endpoint(routes.revokeToken, { tags: ["tokens"] }),
+      onRequest: user,
+      handler: async (req, reply) => {
         await revokeApiToken(ctx, req.principal!, req.params.id);
-        return reply.code(204).send();
+        return reply.code(204).send(null);
       },
-    );
+    });
   };
 }

@@ -1,13 +1,12 @@
-import { LogBatch, LogBatchAck, type LogLine, LogsPage, LogsQuery } from "@doppio/contracts";
+import { type LogLine, type RouteEvents, routes } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
-import { z } from "zod";
 import type { Ctx } from "../context.ts";
 import { requireAgent, requireUser } from "../http/auth.ts";
 import { openSse } from "../http/sse.ts";
 import { findBox } from "../services/boxes.ts";
 import { appendLogs, LOG_KEEP_LINES, readLogs } from "../services/logs.ts";
+import { endpoint } from "./contract.ts";
 
-const SlugParams = z.object({ slug: z.string().max(1024) });
 /** Lines a follower gets before the live ones when it (re)connects. */
 const BACKLOG_MAX = LOG_KEEP_LINES;
 /** Agents cap their batches well below this; the control plane's default body limit is smaller. */
@@ -17,21 +16,19 @@ const BATCH_BODY_LIMIT = 2 * 1024 * 1024;
 export function logRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const user = requireUser(ctx);
   return async (app) => {
-    app.get(
-      "/boxes/:slug/logs",
-      {
-        onRequest: user,
-        schema: { tags: ["logs"], params: SlugParams, querystring: LogsQuery, response: { 200: LogsPage } },
-      },
-      async (req) => readLogs(ctx, (await findBox(ctx, req.principal!, req.params.slug)).id, req.query),
-    );
+    app.route({
+      ...endpoint(routes.getBoxLogs, { tags: ["logs"] }),
+      onRequest: user,
+      handler: async (req) =>
+        readLogs(ctx, (await findBox(ctx, req.principal!, req.params.slug)).id, req.query),
+    });
 
     // `lines` events ({lines}) with the last line's seq as the event id, so an EventSource
     // that reconnects (Last-Event-ID) resumes exactly where it stopped.
-    app.get(
-      "/boxes/:slug/logs/stream",
-      { onRequest: user, schema: { tags: ["logs"], params: SlugParams, querystring: LogsQuery } },
-      async (req, reply) => {
+    app.route({
+      ...endpoint(routes.streamBoxLogs, { tags: ["logs"] }),
+      onRequest: user,
+      handler: async (req, reply) => {
         const box = await findBox(ctx, req.principal!, req.params.slug);
         const lastEventId = Number(req.headers["last-event-id"]);
         const q =
@@ -45,7 +42,8 @@ export function logRoutes(ctx: Ctx): FastifyPluginAsyncZod {
           const fresh = lines.filter((l) => l.seq > sent && (!q.source || l.source === q.source));
           if (fresh.length === 0) return;
           sent = fresh.at(-1)!.seq;
-          stream.send("lines", { lines: fresh }, sent);
+          const event: RouteEvents<typeof routes.streamBoxLogs>["lines"] = { lines: fresh };
+          stream.send("lines", event, sent);
         };
         // Subscribe before reading the backlog: lines committed in between are not lost.
         const release = ctx.streamSlots.acquire(req.principal!.userId);
@@ -63,7 +61,7 @@ export function logRoutes(ctx: Ctx): FastifyPluginAsyncZod {
           stream.end(); // the EventSource reconnects with its Last-Event-ID
         }
       },
-    );
+    });
   };
 }
 
@@ -71,14 +69,11 @@ export function logRoutes(ctx: Ctx): FastifyPluginAsyncZod {
 export function agentLogRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const agent = requireAgent(ctx);
   return async (app) => {
-    app.post(
-      "/boxes/:slug/logs",
-      {
-        onRequest: agent,
-        bodyLimit: BATCH_BODY_LIMIT,
-        schema: { tags: ["agent"], params: SlugParams, body: LogBatch, response: { 200: LogBatchAck } },
-      },
-      async (req) => appendLogs(ctx, req.agentServer!, req.params.slug, req.body),
-    );
+    app.route({
+      ...endpoint(routes.shipBoxLogs, { tags: ["agent"] }),
+      onRequest: agent,
+      bodyLimit: BATCH_BODY_LIMIT,
+      handler: async (req) => appendLogs(ctx, req.agentServer!, req.params.slug, req.body),
+    });
   };
 }

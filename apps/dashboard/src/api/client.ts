@@ -1,4 +1,10 @@
-/** Thin JSON client for the control plane: same-origin, session cookie, one error shape. */
+import { type Route, type RouteInput, type RouteOutput, routeUrl } from "@doppio/contracts";
+
+/**
+ * Thin JSON client for the control plane: same-origin, session cookie, one error shape.
+ * Paths and answers come from the route contract (packages/contracts/src/routes.ts); every
+ * answer is parsed with its schema before a page sees it.
+ */
 
 export class ApiError extends Error {
   constructor(
@@ -31,14 +37,15 @@ function capitalise(s: string): string {
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
-export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+export async function call<R extends Route>(route: R, input: RouteInput<R>): Promise<RouteOutput<R>> {
+  const given = input as { params?: Record<string, string>; query?: Record<string, unknown>; body?: unknown };
   // The API takes cookie-authenticated changes only as JSON from this origin (CSRF check):
   // bodyless actions (start, stop, logout, delete) send `{}`.
-  const payload = method === "GET" ? undefined : JSON.stringify(body ?? {});
+  const payload = route.method === "GET" ? undefined : JSON.stringify(given.body ?? {});
   let res: Response;
   try {
-    res = await fetch(`/api/v1${path}`, {
-      method,
+    res = await fetch(routeUrl(route, given), {
+      method: route.method,
       credentials: "same-origin",
       headers: payload === undefined ? {} : { "content-type": "application/json" },
       body: payload,
@@ -46,7 +53,6 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
   } catch (cause) {
     throw new ApiError(0, "network", "Cannot reach doppiobox. Check your connection and try again.", cause);
   }
-  if (res.status === 204) return undefined as T;
   const text = await res.text();
   let parsed: unknown = null;
   try {
@@ -60,7 +66,11 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
     const message = err?.message ?? `The server answered ${res.status}.`;
     throw new ApiError(res.status, code, describe(code, message, err?.details), err?.details);
   }
-  return parsed as T;
+  const answer = route.responses[res.status]?.safeParse(parsed);
+  if (!answer?.success) {
+    throw new ApiError(res.status, "bad_answer", "The server's answer was not understood. Reload the page.");
+  }
+  return answer.data as RouteOutput<R>;
 }
 
 export function errorText(err: unknown): string {

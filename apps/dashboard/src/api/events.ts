@@ -1,4 +1,4 @@
-import type { Box, Job } from "@doppio/contracts";
+import { routes } from "@doppio/contracts";
 import { useQueryClient } from "@tanstack/react-query";
 import { useEffect, useState } from "react";
 import { putBox, putJob } from "./cache.ts";
@@ -7,6 +7,20 @@ import { keys } from "./keys.ts";
 export type LiveState = "connecting" | "live" | "reconnecting";
 
 const MAX_BACKOFF_MS = 15_000;
+const events = routes.streamEvents.events;
+
+/** An event's JSON `data` checked against its schema, or null. */
+export function parseEvent<T>(
+  schema: { safeParse(data: unknown): { success: true; data: T } | { success: false } },
+  e: Event,
+): T | null {
+  try {
+    const parsed = schema.safeParse(JSON.parse((e as MessageEvent<string>).data));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
 
 /**
  * Keeps the query cache current from the team's server-sent events. EventSource retries
@@ -26,7 +40,7 @@ export function useLiveEvents(enabled: boolean): LiveState {
     let disposed = false;
 
     const open = () => {
-      source = new EventSource("/api/v1/events");
+      source = new EventSource(routes.streamEvents.path);
       source.addEventListener("open", () => {
         attempt = 0;
         setState("live");
@@ -34,8 +48,16 @@ export function useLiveEvents(enabled: boolean): LiveState {
         void qc.invalidateQueries({ queryKey: ["box"] });
         void qc.invalidateQueries({ queryKey: ["jobs"] });
       });
-      source.addEventListener("box", (e) => putBox(qc, JSON.parse((e as MessageEvent<string>).data) as Box));
-      source.addEventListener("job", (e) => putJob(qc, JSON.parse((e as MessageEvent<string>).data) as Job));
+      // Each event is parsed with the contract's schema; one that does not fit is dropped
+      // (the next refetch brings the truth).
+      source.addEventListener("box", (e) => {
+        const box = parseEvent(events.box, e);
+        if (box) putBox(qc, box);
+      });
+      source.addEventListener("job", (e) => {
+        const job = parseEvent(events.job, e);
+        if (job) putJob(qc, job);
+      });
       source.addEventListener("error", () => {
         if (disposed) return;
         setState("reconnecting");

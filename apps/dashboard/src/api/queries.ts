@@ -1,6 +1,6 @@
-import type { ApiToken, Box, Job, Me, Server, Template } from "@doppio/contracts";
+import { routes } from "@doppio/contracts";
 import { useQuery } from "@tanstack/react-query";
-import { ApiError, api } from "./client.ts";
+import { ApiError, call } from "./client.ts";
 import { keys } from "./keys.ts";
 
 /** The signed-in user, or null when there is no session. */
@@ -9,7 +9,7 @@ export function useMe() {
     queryKey: keys.me,
     queryFn: async () => {
       try {
-        return await api<Me>("GET", "/me");
+        return await call(routes.getMe, {});
       } catch (err) {
         if (err instanceof ApiError && err.status === 401) return null;
         throw err;
@@ -22,25 +22,25 @@ export function useMe() {
 export function useBoxes() {
   return useQuery({
     queryKey: keys.boxes,
-    queryFn: async () => (await api<{ boxes: Box[] }>("GET", "/boxes")).boxes,
+    queryFn: async () => (await call(routes.listBoxes, {})).boxes,
   });
 }
 
 export function useBox(slug: string) {
-  return useQuery({ queryKey: keys.box(slug), queryFn: () => api<Box>("GET", `/boxes/${slug}`) });
+  return useQuery({ queryKey: keys.box(slug), queryFn: () => call(routes.getBox, { params: { slug } }) });
 }
 
 export function useJobs(slug: string) {
   return useQuery({
     queryKey: keys.jobs(slug),
-    queryFn: async () => (await api<{ jobs: Job[] }>("GET", `/boxes/${slug}/jobs`)).jobs,
+    queryFn: async () => (await call(routes.listBoxJobs, { params: { slug } })).jobs,
   });
 }
 
 export function useTemplates() {
   return useQuery({
     queryKey: keys.templates,
-    queryFn: async () => (await api<{ templates: Template[] }>("GET", "/templates")).templates,
+    queryFn: async () => (await call(routes.listTemplates, {})).templates,
     staleTime: 60_000,
   });
 }
@@ -48,7 +48,7 @@ export function useTemplates() {
 export function useTokens() {
   return useQuery({
     queryKey: keys.tokens,
-    queryFn: async () => (await api<{ tokens: ApiToken[] }>("GET", "/tokens")).tokens,
+    queryFn: async () => (await call(routes.listTokens, {})).tokens,
   });
 }
 
@@ -56,7 +56,7 @@ export function useTokens() {
 export function useServers() {
   return useQuery({
     queryKey: keys.servers,
-    queryFn: async () => (await api<{ servers: Server[] }>("GET", "/servers")).servers,
+    queryFn: async () => (await call(routes.listServers, {})).servers,
     refetchInterval: 15_000,
   });
 }

@@ -1,26 +1,26 @@
-import type { Box, BoxAction, Job } from "@doppio/contracts";
+import { type Box, type BoxAction, routes } from "@doppio/contracts";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { putBox, putJob } from "../api/cache.ts";
-import { api, errorText } from "../api/client.ts";
+import { call, errorText } from "../api/client.ts";
 import { navigate } from "../lib/router.tsx";
 import { ConfirmDialog } from "./ConfirmDialog.tsx";
 
 type Action = Exclude<BoxAction, "create">;
 
-const CALLS: Record<Action, (slug: string) => Promise<{ box: Box; job: Job }>> = {
-  start: (slug) => api("POST", `/boxes/${slug}/start`),
-  stop: (slug) => api("POST", `/boxes/${slug}/stop`),
-  reset: (slug) => api("POST", `/boxes/${slug}/reset`),
-  delete: (slug) => api("DELETE", `/boxes/${slug}`),
-};
+const ROUTES = {
+  start: routes.startBox,
+  stop: routes.stopBox,
+  reset: routes.resetBox,
+  delete: routes.deleteBox,
+} as const satisfies Record<Action, unknown>;
 
 /** Start, stop, reset, delete; enabled from the box's allowedActions, destructive ones confirmed first. */
 export function BoxActions({ box }: { box: Box }) {
   const qc = useQueryClient();
   const [confirm, setConfirm] = useState<"reset" | "delete" | null>(null);
   const run = useMutation({
-    mutationFn: (action: Action) => CALLS[action](box.slug),
+    mutationFn: (action: Action) => call(ROUTES[action], { params: { slug: box.slug } }),
     onSuccess: (res, action) => {
       putBox(qc, res.box);
       putJob(qc, res.job);

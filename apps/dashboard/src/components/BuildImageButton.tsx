@@ -1,6 +1,6 @@
-import type { Job } from "@doppio/contracts";
+import { routes } from "@doppio/contracts";
 import { useMutation } from "@tanstack/react-query";
-import { api, errorText } from "../api/client.ts";
+import { call, errorText } from "../api/client.ts";
 
 /**
  * Queues a build_image job for one template on one server: the agent builds the image
@@ -9,7 +9,7 @@ import { api, errorText } from "../api/client.ts";
  */
 export function BuildImageButton({ server, template }: { server: string; template: string }) {
   const build = useMutation({
-    mutationFn: () => api<Job>("POST", `/servers/${server}/images`, { template }),
+    mutationFn: () => call(routes.buildImage, { params: { name: server }, body: { template } }),
   });
   return (
     <span className="build-image">

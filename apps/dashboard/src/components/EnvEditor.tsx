@@ -5,11 +5,12 @@ import {
   ENV_VALUE_MAX,
   ENV_VARS_MAX,
   envBytes,
+  routes,
 } from "@doppio/contracts";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useEffect, useState } from "react";
 import { putBox } from "../api/cache.ts";
-import { api, errorText } from "../api/client.ts";
+import { call, errorText } from "../api/client.ts";
 import { EnvRow, type Row } from "./EnvRow.tsx";
 
 let rowId = 0;
@@ -38,7 +39,8 @@ export function EnvEditor({ box }: { box: Box }) {
   }, [serverEnv, dirty]);
 
   const save = useMutation({
-    mutationFn: (env: Record<string, string>) => api<Box>("PATCH", `/boxes/${box.slug}`, { env }),
+    mutationFn: (env: Record<string, string>) =>
+      call(routes.updateBox, { params: { slug: box.slug }, body: { env } }),
     onSuccess: (next) => {
       putBox(qc, next);
       setDirty(false);

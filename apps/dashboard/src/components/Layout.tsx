@@ -1,7 +1,7 @@
-import type { Me } from "@doppio/contracts";
+import { type Me, routes } from "@doppio/contracts";
 import { useQueryClient } from "@tanstack/react-query";
 import { type ReactNode, useEffect, useRef } from "react";
-import { api } from "../api/client.ts";
+import { call } from "../api/client.ts";
 import type { LiveState } from "../api/events.ts";
 import { keys } from "../api/keys.ts";
 import { Link, navigate, useLocation } from "../lib/router.tsx";
@@ -24,7 +24,7 @@ export function Layout({ me, live, children }: { me: Me; live: LiveState; childr
   }, [path]);
   const logout = async () => {
     try {
-      await api("POST", "/auth/logout");
+      await call(routes.logout, {});
     } finally {
       qc.clear();
       qc.setQueryData(keys.me, null);

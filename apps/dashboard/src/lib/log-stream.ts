@@ -1,11 +1,10 @@
-import { LogLine } from "@doppio/contracts";
+import { routes, routeUrl } from "@doppio/contracts";
 import { useEffect, useState } from "react";
+import { parseEvent } from "../api/events.ts";
 import { appendLines, EMPTY_LOG, LOG_BACKLOG_LINES, type LogBuffer } from "./box-log.ts";
 
 export type LogStreamState = "connecting" | "live" | "reconnecting";
 
-/** The `lines` event's payload, checked before it reaches the page. */
-const Lines = LogLine.array();
 const MAX_BACKOFF_MS = 15_000;
 
 export interface BoxLog extends LogBuffer {
@@ -32,22 +31,17 @@ export function useBoxLog(slug: string): BoxLog {
     let lastSeq = 0;
 
     const open = () => {
-      const query = lastSeq > 0 ? `after=${lastSeq}` : `tail=${LOG_BACKLOG_LINES}`;
-      source = new EventSource(`/api/v1/boxes/${encodeURIComponent(slug)}/logs/stream?${query}`);
+      const query = lastSeq > 0 ? { after: lastSeq } : { tail: LOG_BACKLOG_LINES };
+      source = new EventSource(routeUrl(routes.streamBoxLogs, { params: { slug }, query }));
       source.addEventListener("open", () => {
         attempt = 0;
         setState("live");
       });
       source.addEventListener("lines", (e) => {
-        let data: unknown;
-        try {
-          data = JSON.parse((e as MessageEvent<string>).data);
-        } catch {
-          return;
-        }
-        const parsed = Lines.safeParse((data as { lines?: unknown } | null)?.lines);
-        if (!parsed.success) return;
-        const fresh = parsed.data.filter((l) => l.seq > lastSeq);
+        // The `lines` event's payload, checked before it reaches the page.
+        const parsed = parseEvent(routes.streamBoxLogs.events.lines, e);
+        if (!parsed) return;
+        const fresh = parsed.lines.filter((l) => l.seq > lastSeq);
         if (fresh.length === 0) return;
         lastSeq = fresh.at(-1)!.seq;
         setBuffer((prev) => appendLines(prev, fresh));

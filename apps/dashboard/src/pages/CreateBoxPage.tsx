@@ -1,8 +1,8 @@
-import { type Box, type BoxSizeName, type Job, SIZES, slugProblem } from "@doppio/contracts";
+import { type BoxSizeName, routes, SIZES, slugProblem } from "@doppio/contracts";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useEffect, useState } from "react";
 import { putBox } from "../api/cache.ts";
-import { api, errorText } from "../api/client.ts";
+import { call, errorText } from "../api/client.ts";
 import { keys } from "../api/keys.ts";
 import { useTemplates } from "../api/queries.ts";
 import { ErrorNotice } from "../components/ErrorNotice.tsx";
@@ -31,10 +31,12 @@ export function CreateBoxPage() {
   const nameProblem = name === "" ? null : slugProblem(name);
   const create = useMutation({
     mutationFn: () =>
-      api<{ box: Box; job: Job }>("POST", "/boxes", {
-        template,
-        ...(size ? { size } : {}),
-        ...(name ? { name } : {}),
+      call(routes.createBox, {
+        body: {
+          template: template ?? "",
+          ...(size ? { size } : {}),
+          ...(name ? { name } : {}),
+        },
       }),
     onSuccess: ({ box, job }) => {
       putBox(qc, box);

@@ -1,6 +1,6 @@
-import type { Me } from "@doppio/contracts";
+import { routes } from "@doppio/contracts";
 import { useQueryClient } from "@tanstack/react-query";
-import { api } from "../api/client.ts";
+import { call } from "../api/client.ts";
 import { keys } from "../api/keys.ts";
 import { AuthForm, type AuthValues } from "../components/AuthForm.tsx";
 import { goNext, Link, useLocation } from "../lib/router.tsx";
@@ -16,7 +16,7 @@ export function LoginPage({ mode }: { mode: "login" | "signup" }) {
     const body = signup
       ? { email: v.email, password: v.password, ...(v.name.trim() ? { name: v.name.trim() } : {}) }
       : { email: v.email, password: v.password };
-    const me = await api<Me>("POST", signup ? "/auth/signup" : "/auth/login", body);
+    const me = await call(signup ? routes.signup : routes.login, { body });
     qc.setQueryData(keys.me, me);
     goNext(next);
   };

@@ -1,7 +1,7 @@
-import type { ApiToken } from "@doppio/contracts";
+import { type ApiToken, routes } from "@doppio/contracts";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useState } from "react";
-import { api, errorText } from "../api/client.ts";
+import { call, errorText } from "../api/client.ts";
 import { keys } from "../api/keys.ts";
 import { useTokens } from "../api/queries.ts";
 import { ConfirmDialog } from "../components/ConfirmDialog.tsx";
@@ -22,9 +22,11 @@ export function TokensPage() {
 
   const create = useMutation({
     mutationFn: (n: string) =>
-      api<ApiToken & { token: string }>("POST", "/tokens", {
-        name: n,
-        ...(days ? { expiresAt: new Date(Date.now() + Number(days) * DAY_MS).toISOString() } : {}),
+      call(routes.createToken, {
+        body: {
+          name: n,
+          ...(days ? { expiresAt: new Date(Date.now() + Number(days) * DAY_MS).toISOString() } : {}),
+        },
       }),
     onSuccess: (t) => {
       setCreated({ name: t.name, token: t.token });
@@ -33,7 +35,7 @@ export function TokensPage() {
     },
   });
   const revoke = useMutation({
-    mutationFn: (id: string) => api("DELETE", `/tokens/${id}`),
+    mutationFn: (id: string) => call(routes.revokeToken, { params: { id } }),
     onSuccess: () => {
       setRevoking(null);
       void qc.invalidateQueries({ queryKey: keys.tokens });
