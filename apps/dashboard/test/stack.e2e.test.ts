@@ -268,8 +268,10 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
       .toBe("running");
     const code = await browser.context.newPage();
     try {
+      // The hand-off ends on code-server's page, whose bundle a TCG guest serves slowly.
       await code.goto(
         new URL("/api/v1/access/open?host=git-box.code.localhost&next=%2F", settings.API_URL).toString(),
+        { waitUntil: "commit", timeout: 120_000 },
       );
       await code.waitForSelector(".explorer-folders-view", { timeout: 180_000 });
       const out = "/workspace/git-credential.txt";
