@@ -1,26 +1,18 @@
 #!/usr/bin/env bash
 # Builds a template image (kernel, initramfs, qcow2 root disk) into OUT_DIR, e.g.
-#   scripts/build-image.sh minimal .data/images/minimal/1 [--size 512M]
+#   scripts/build-image.sh minimal .data/images/minimal/1 [--size 512M] [--hash-only]
 # Only Debian's apt is used (apt-get download + dpkg-deb -x): no mounts, no loop devices.
 # Idempotent: skips the build when OUT_DIR holds a build of the same inputs hash.
 set -euo pipefail
 
-usage() { echo "usage: $0 TEMPLATE OUT_DIR [--size SIZE]" >&2; exit 2; }
-[ $# -ge 2 ] || usage
-template=$1
-out=$2
-shift 2
-size=512M
-while [ $# -gt 0 ]; do
-  case $1 in
-    --size) size=${2:?}; shift 2 ;;
-    *) usage ;;
-  esac
-done
-[[ $template =~ ^[a-z][a-z0-9-]*$ ]] || { echo "bad template name: $template" >&2; exit 2; }
-[[ $size =~ ^[0-9]+[MG]$ ]] || { echo "bad size: $size" >&2; exit 2; }
-
 repo=$(cd "$(dirname "$0")/.." && pwd)
+args_lib=$repo/images/common/image-args.sh
+# shellcheck source=images/common/image-args.sh
+. "$args_lib"
+parse_image_args "$@"
+size=${size:-512M}
+check_image_size
+
 src=$repo/images/$template
 [ -d "$src" ] || { echo "no image recipe at $src" >&2; exit 2; }
 
@@ -53,14 +45,10 @@ inputs_hash=$(
   {
     echo "recipe-format 1 $template $size $kpkg $kver busybox-static $bver ${MODULES[*]}"
     (cd "$src" && find . -type f | LC_ALL=C sort | xargs sha256sum)
-    sha256sum "$0" | cut -d' ' -f1
+    sha256sum "$0" "$args_lib" | cut -d' ' -f1
   } | sha256sum | cut -d' ' -f1
 )
-if [ -f "$out/.inputs-hash" ] && [ "$(cat "$out/.inputs-hash")" = "$inputs_hash" ] &&
-  [ -f "$out/vmlinuz" ] && [ -f "$out/initrd.img" ] && [ -f "$out/rootfs.qcow2" ]; then
-  echo "image $template up to date in $out ($inputs_hash)"
-  exit 0
-fi
+exit_if_built
 
 mkdir -p "$(dirname "$out")"
 work=$(mktemp -d "$(dirname "$out")/.build-$template.XXXXXX")

@@ -10,23 +10,11 @@
 # OUT_DIR): a failed build's rootfs is moved there for inspection instead of being deleted.
 set -euo pipefail
 
-usage() { echo "usage: $0 TEMPLATE OUT_DIR [--size SIZE] [--hash-only]" >&2; exit 2; }
-[ $# -ge 2 ] || usage
-template=$1
-out=$2
-shift 2
-size=""
-hash_only=0
-while [ $# -gt 0 ]; do
-  case $1 in
-    --size) size=${2:?}; shift 2 ;;
-    --hash-only) hash_only=1; shift ;;
-    *) usage ;;
-  esac
-done
-[[ $template =~ ^[a-z][a-z0-9-]*$ ]] || { echo "bad template name: $template" >&2; exit 2; }
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 common=$repo/images/common
+# shellcheck source=images/common/image-args.sh
+. "$common/image-args.sh"
+parse_image_args "$@"
 src=$repo/images/$template
 [ -f "$src/recipe.sh" ] || { echo "no Debian recipe at $src/recipe.sh" >&2; exit 2; }
 cache=${DOPPIO_IMAGE_CACHE:-/var/cache/doppiobox}
@@ -44,7 +32,7 @@ DEFAULT_SIZE=2G
 # shellcheck source=/dev/null
 . "$src/recipe.sh"
 size=${size:-$DEFAULT_SIZE}
-[[ $size =~ ^[0-9]+[MG]$ ]] || { echo "bad size: $size" >&2; exit 2; }
+check_image_size
 BASE_PACKAGES=(busybox-static iproute2 python3 openssh-server ca-certificates curl procps libstdc++6)
 
 inputs_hash=$(
@@ -56,12 +44,7 @@ inputs_hash=$(
     sha256sum "$repo/scripts/build-image.sh" | cut -d' ' -f1
   } | sha256sum | cut -d' ' -f1
 )
-if [ $hash_only = 1 ]; then echo "$inputs_hash"; exit 0; fi
-if [ -f "$out/.inputs-hash" ] && [ "$(cat "$out/.inputs-hash")" = "$inputs_hash" ] &&
-  [ -f "$out/vmlinuz" ] && [ -f "$out/initrd.img" ] && [ -f "$out/rootfs.qcow2" ]; then
-  echo "image $template up to date in $out ($inputs_hash)"
-  exit 0
-fi
+exit_if_built
 if declare -F preflight > /dev/null; then preflight; fi
 started=$(date +%s)
 
