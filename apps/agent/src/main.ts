@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { realpathSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type HeartbeatResponse, LOG_REDACT } from "@doppio/contracts";
+import { type HeartbeatResponse, isTemplateAction, LOG_REDACT } from "@doppio/contracts";
 import type { FastifyInstance } from "fastify";
 import { type Logger, pino } from "pino";
 import { poolLayout } from "./cidr.ts";
@@ -196,7 +196,7 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
     concurrency: config.concurrency,
     onEvent: () => deliverer.wake(),
     onFinished: (job) => {
-      if (job.action === "build_golden" || job.action === "build_image") heartbeat.wake();
+      if (isTemplateAction(job.action)) heartbeat.wake();
     },
   });
   const claims = new ClaimLoop({

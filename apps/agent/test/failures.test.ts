@@ -61,8 +61,9 @@ describe("clear job failures, no crash", () => {
     expect(box.statusReason).toBe(
       'unknown action "explode": this agent handles create, start, stop, delete, reset, build_golden, build_image',
     );
+    expect(box.errorCode).toBe("unknown_action");
     const [job] = await boxJobs(cp, "odd");
-    expect(job).toMatchObject({ status: "failed", error: box.statusReason });
+    expect(job).toMatchObject({ status: "failed", error: box.statusReason, errorCode: "unknown_action" });
     expect(a.fake.calls.filter((c) => c.slug === "odd")).toEqual([]);
   });
 
@@ -73,6 +74,7 @@ describe("clear job failures, no crash", () => {
     await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "mangled" });
     const box = await waitForBox(cp, "mangled", "error");
     expect(box.statusReason).toMatch(/^invalid create payload: /);
+    expect(box.errorCode).toBe("invalid_payload");
     expect(box.statusReason).toContain("template:");
     expect(box.statusReason).toContain("vcpu:");
     expect(box.statusReason).toContain("memoryMb:");
@@ -89,7 +91,9 @@ describe("clear job failures, no crash", () => {
     await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "pool-5" });
     const full = await waitForBox(cp, "pool-5", "error");
     expect(full.statusReason).toBe("no free address in 10.9.0.0/29: all 4 box addresses are allocated");
+    expect(full.errorCode).toBe("ip_pool_exhausted");
     const [job] = await boxJobs(cp, "pool-5");
+    expect(job.errorCode).toBe("ip_pool_exhausted");
     expect(job.steps.find((s: any) => s.name === "allocate_ip")).toMatchObject({ status: "failed" });
     expect(a.fake.vm("pool-5")).toBeUndefined();
 
@@ -118,6 +122,7 @@ describe("clear job failures, no crash", () => {
     expect(box.statusReason).toBe(
       'template "code" has no golden snapshot on this host (missing); only the default template "minimal" may cold-boot',
     );
+    expect(box.errorCode).toBe("no_golden");
     expect(a.agent.ipPool.get("nogold")).toBeNull();
   });
 });

@@ -24,6 +24,7 @@ set -euo pipefail
 input=$(cat "$(dirname "$0")/../../input")
 hash=$(printf '%s' "$input" | sha256sum | cut -d' ' -f1)
 [ "\${5:-}" = "--hash-only" ] && { echo "$hash"; exit 0; }
+[ "$input" = "refuse" ] && { echo "toolchain: this branch needs Python < 3.11" >&2; exit 4; }
 echo "STEP build_rootfs"
 echo "STEP write_image"
 mkdir -p "$2"
@@ -35,6 +36,7 @@ echo "$hash" > "$2/.inputs-hash"
 interface CpJob {
   status: string;
   error: string | null;
+  errorCode: string | null;
   result: Record<string, unknown> | null;
   steps: Array<{ name: string; status: string }>;
 }
@@ -47,7 +49,7 @@ describe("build_image: a new image stales the golden, and the same job rebuilds 
 
   const cpJob = async (id: string): Promise<CpJob> => {
     const res = await cp.env.cp.ctx.db.execute(
-      sql`SELECT status, error, result, steps FROM agent_jobs WHERE id = ${id}`,
+      sql`SELECT status, error, error_code AS "errorCode", result, steps FROM agent_jobs WHERE id = ${id}`,
     );
     return (res as unknown as { rows: CpJob[] }).rows[0]!;
   };
@@ -214,5 +216,17 @@ describe("build_image: a new image stales the golden, and the same job rebuilds 
       const g = (await cp.admin.get(`/api/v1/servers/${cp.serverName}`)).body.golden.frappe;
       return g?.status === "ready";
     });
+  });
+
+  it("a recipe that refuses its toolchain fails the job with the image builder's code", async () => {
+    const before = (await store.current("code"))!.version;
+    writeFileSync(join(repo, "input"), "refuse");
+    const job = await finished(await enqueue("images"));
+    expect(job).toMatchObject({
+      status: "failed",
+      errorCode: "toolchain_unsupported",
+      error: "toolchain: this branch needs Python < 3.11",
+    });
+    expect((await store.current("code"))!.version).toBe(before);
   });
 });

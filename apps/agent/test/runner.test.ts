@@ -1,10 +1,10 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import type { BoxJobPayload } from "@doppio/contracts";
 import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { z } from "zod";
-import { defineHandler, type HandlerDeps, type JobHandler, type Registry } from "../src/jobs/registry.ts";
+import type { HandlerDeps, JobHandler } from "../src/jobs/registry.ts";
 import { JobRunner } from "../src/jobs/runner.ts";
 import { createMetrics } from "../src/metrics.ts";
 import { type Db, openStore } from "../src/store/db.ts";
@@ -18,19 +18,19 @@ class Gates {
   running = 0;
   maxRunning = 0;
 
-  handler(): JobHandler<{ tag: string }> {
-    return defineHandler({
-      schema: z.object({ tag: z.string() }),
+  handler(): JobHandler<"start"> {
+    return {
       run: async (_deps, p) => {
-        this.started.push(p.tag);
+        const tag = p.env.TAG!;
+        this.started.push(tag);
         this.running++;
         this.maxRunning = Math.max(this.maxRunning, this.running);
-        this.#waiting.get(p.tag)?.();
-        await new Promise<void>((resolve) => this.#open.set(p.tag, resolve));
+        this.#waiting.get(tag)?.();
+        await new Promise<void>((resolve) => this.#open.set(tag, resolve));
         this.running--;
-        return { tag: p.tag };
+        return { ip: "10.0.0.2" };
       },
-    });
+    };
   }
 
   /** Resolves once the job tagged `tag` is running. */
@@ -58,10 +58,9 @@ describe("job runner: parallel across boxes, in order per box", () => {
     db = openStore(dir);
     store = new JobStore(db);
     gates = new Gates();
-    const registry: Registry = new Map([["start", gates.handler() as JobHandler<unknown>]]);
     runner = new JobRunner({
       store,
-      registry,
+      registry: { start: gates.handler() },
       handlers: {} as HandlerDeps,
       clock: { now: () => new Date() },
       log: pino({ level: "silent" }),
@@ -77,7 +76,18 @@ describe("job runner: parallel across boxes, in order per box", () => {
   });
 
   const add = (id: string, box: string, tag = id) => {
-    store.insert({ id, action: "start", box, payload: { tag }, receivedAt: "t" });
+    const payload: BoxJobPayload = {
+      slug: box,
+      template: "minimal",
+      templateVersion: "1",
+      vcpu: 1,
+      memoryMb: 512,
+      diskGb: 1,
+      env: { TAG: tag },
+      owner: "u",
+      sitePublic: true,
+    };
+    store.insert({ id, action: "start", box, payload, receivedAt: "t" });
     runner.enqueue(store.get(id)!);
   };
 

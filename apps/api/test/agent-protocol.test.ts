@@ -4,6 +4,8 @@ import { heartbeat, registerServer, signedInClient, type TestClient } from "./su
 import { describeOnEachDb } from "./support/each-db.ts";
 
 const at = () => new Date().toISOString();
+/** A box job's successful result as its contract has it (the box's address). */
+const succeeded = (seq = 1) => ({ seq, at: at(), type: "result", ok: true, data: { ip: "10.0.0.9" } });
 
 describeOnEachDb("agent protocol", (env) => {
   let admin: TestClient;
@@ -38,7 +40,7 @@ describeOnEachDb("agent protocol", (env) => {
     expect(res.body.jobs[0]).toMatchObject({ action: "create", box: "fast", attempt: 1 });
     // Well under the 10 s wait: it returned on the enqueue, not on the timeout.
     expect(Date.now() - started).toBeLessThan(5_000);
-    const done = [{ seq: 1, at: at(), type: "result", ok: true }];
+    const done = [succeeded()];
     await agentA.post(`/agent/v1/jobs/${res.body.jobs[0].id}/events`, { events: done });
   });
 
@@ -66,7 +68,7 @@ describeOnEachDb("agent protocol", (env) => {
       lastSeq: 2,
     });
     // A gap is not applied; the agent learns lastSeq and resends from there.
-    const gap = [{ seq: 4, at: at(), type: "result", ok: true }];
+    const gap = [succeeded(4)];
     expect((await agentA.post(`/agent/v1/jobs/${job.id}/events`, { events: gap })).body).toEqual({
       applied: 0,
       lastSeq: 2,
@@ -106,7 +108,7 @@ describeOnEachDb("agent protocol", (env) => {
     expect(forged.status).toBe(404);
     expect((await admin.get("/api/v1/boxes/isolated")).body.status).toBe("creating");
     await agentA.post(`/agent/v1/jobs/${job.id}/events`, {
-      events: [{ seq: 1, at: at(), type: "result", ok: true }],
+      events: [succeeded()],
     });
   });
 
@@ -131,16 +133,38 @@ describeOnEachDb("agent protocol", (env) => {
     const silent = (await admin.get("/api/v1/boxes/went-silent")).body;
     expect(silent.status).toBe("error");
     expect(silent.statusReason).toMatch(/stopped reporting/);
+    expect(silent.errorCode).toBe("lease_expired");
     const failedJob = (await admin.get("/api/v1/boxes/went-silent/jobs")).body.jobs[0];
-    expect(failedJob.status).toBe("failed");
+    expect(failedJob).toMatchObject({ status: "failed", errorCode: "lease_expired" });
     // The agent's late result cannot revive a failed job.
     const late = await agentA.post(`/agent/v1/jobs/${running.id}/events`, {
-      events: [{ seq: 2, at: at(), type: "result", ok: true }],
+      events: [succeeded(2)],
     });
     expect(late.body.applied).toBe(0);
     await agentA.post(`/agent/v1/jobs/${delivered.id}/events`, {
-      events: [{ seq: 1, at: at(), type: "result", ok: true }],
+      events: [succeeded()],
     });
+  });
+
+  it("fails a job whose result breaks its action's contract, and says why, without crashing", async () => {
+    await setup();
+    await admin.post("/api/v1/boxes", { template: "minimal", name: "malformed" });
+    const [job] = (await agentA.post("/agent/v1/jobs/claim", { waitMs: 0 })).body.jobs;
+    const bad = [{ seq: 1, at: at(), type: "result", ok: true, data: { ip: 42 } }];
+    const res = await agentA.post(`/agent/v1/jobs/${job.id}/events`, { events: bad });
+    // Taken (the agent must not resend it forever), and the job is closed as failed.
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ applied: 1, lastSeq: 1 });
+
+    const [failed] = (await admin.get("/api/v1/boxes/malformed/jobs")).body.jobs;
+    expect(failed).toMatchObject({ status: "failed", errorCode: "invalid_result", result: null });
+    expect(failed.error).toMatch(/^the agent's create result does not match its contract \(data\.ip: /);
+    const box = (await admin.get("/api/v1/boxes/malformed")).body;
+    expect(box).toMatchObject({ status: "error", errorCode: "invalid_result", ip: null });
+    expect(box.statusReason).toBe(failed.error);
+    // Nothing the agent sends afterwards changes the closed job.
+    const late = await agentA.post(`/agent/v1/jobs/${job.id}/events`, { events: [succeeded(2)] });
+    expect(late.body).toEqual({ applied: 0, lastSeq: 1 });
   });
 
   it("extends the leases of jobs the agent reports holding", async () => {
@@ -152,7 +176,7 @@ describeOnEachDb("agent protocol", (env) => {
     const afterDelivery = { now: () => new Date(Date.now() + cp.ctx.config.deliveryLeaseMs + 1000) };
     expect(await reapExpiredJobs({ ...cp.ctx, clock: afterDelivery })).toEqual({ requeued: 0, failed: 0 });
     await agentA.post(`/agent/v1/jobs/${job.id}/events`, {
-      events: [{ seq: 1, at: at(), type: "result", ok: true }],
+      events: [succeeded()],
     });
   });
   it("lets an admin queue a golden build for a server, once, and only an admin", async () => {
@@ -175,8 +199,9 @@ describeOnEachDb("agent protocol", (env) => {
     const [job] = (await agentB.post("/agent/v1/jobs/claim", { waitMs: 0 })).body.jobs;
     expect(job).toMatchObject({ id: first.body.id, action: "build_golden", box: null });
     expect(job.payload).toEqual({ template: "minimal", templateVersion: "1" });
+    const golden = { template: "minimal", version: "1", imageVersion: "1", status: "ready", builtAt: at() };
     await agentB.post(`/agent/v1/jobs/${job.id}/events`, {
-      events: [{ seq: 1, at: at(), type: "result", ok: true }],
+      events: [{ seq: 1, at: at(), type: "result", ok: true, data: golden }],
     });
   });
 });

@@ -156,7 +156,7 @@ describeOnEachDb("operations endpoints", (env) => {
     await user.post("/api/v1/boxes", { template: "minimal", name: "streamed" });
     const [job] = (await agent.post("/agent/v1/jobs/claim", { waitMs: 0 })).body.jobs;
     await agent.post(`/agent/v1/jobs/${job.id}/events`, {
-      events: [{ seq: 1, at: new Date().toISOString(), type: "result", ok: true }],
+      events: [{ seq: 1, at: new Date().toISOString(), type: "result", ok: true, data: { ip: "10.0.0.2" } }],
     });
     await reading;
     abort.abort();

@@ -2,17 +2,22 @@ import { expect, it } from "vitest";
 import { heartbeat, registerServer, signedInClient, type TestClient } from "./support/client.ts";
 import { describeOnEachDb } from "./support/each-db.ts";
 
-/** Completes the box's pending job through the real agent protocol, as an agent would. */
-async function finishJob(agent: TestClient, ok = true, data: Record<string, unknown> = {}) {
+/**
+ * Completes the box's pending job through the real agent protocol, as an agent would: a
+ * success carries its action's result (the box's address, except for a delete), a failure
+ * its error code.
+ */
+async function finishJob(agent: TestClient, ok = true, data?: Record<string, unknown>) {
   const claim = await agent.post("/agent/v1/jobs/claim", { waitMs: 0 });
   expect(claim.status).toBe(200);
   const job = claim.body.jobs[0];
   const at = new Date().toISOString();
+  const result = data ?? (job.action === "delete" ? {} : { ip: "10.0.0.3" });
   const events = [
     { seq: 1, at, type: "started" },
     ok
-      ? { seq: 2, at, type: "result", ok: true, data }
-      : { seq: 2, at, type: "result", ok: false, error: "disk full" },
+      ? { seq: 2, at, type: "result", ok: true, data: result }
+      : { seq: 2, at, type: "result", ok: false, code: "disk_failed", error: "disk full" },
   ];
   const res = await agent.post(`/agent/v1/jobs/${job.id}/events`, { events });
   expect(res.status).toBe(200);
@@ -121,14 +126,20 @@ describeOnEachDb("boxes", (env) => {
     await admin.post("/api/v1/boxes", { template: "minimal", name: "flaky" });
     await finishJob(agent, false);
     const box = await admin.get("/api/v1/boxes/flaky");
-    expect(box.body).toMatchObject({ status: "error", statusReason: "disk full" });
+    expect(box.body).toMatchObject({ status: "error", statusReason: "disk full", errorCode: "disk_failed" });
     expect(box.body.allowedActions).toContain("start");
     expect((await admin.post("/api/v1/boxes/flaky/start")).status).toBe(202);
     await finishJob(agent);
     expect((await admin.get("/api/v1/boxes/flaky")).body).toMatchObject({
       status: "running",
       statusReason: null,
+      errorCode: null,
     });
+    const jobs = (await admin.get("/api/v1/boxes/flaky/jobs")).body.jobs;
+    expect(jobs.map((j: any) => [j.action, j.status, j.errorCode, j.error])).toEqual([
+      ["start", "succeeded", null, null],
+      ["create", "failed", "disk_failed", "disk full"],
+    ]);
   });
 
   it("refuses a slug that is taken and accepts it again once the box is deleted", async () => {

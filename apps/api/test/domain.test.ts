@@ -77,6 +77,7 @@ const fresh = (): JobState => ({
   steps: [],
   log: "",
   error: null,
+  errorCode: null,
   result: null,
   startedAt: null,
   finishedAt: null,
@@ -92,7 +93,7 @@ describe("job events", () => {
   ];
 
   it("records steps with start and end times, then the result", () => {
-    const { state, applied } = applyJobEvents(fresh(), events);
+    const { state, applied } = applyJobEvents("create", fresh(), events);
     expect(applied).toHaveLength(4);
     expect(state.status).toBe("succeeded");
     expect(state.steps).toEqual([
@@ -103,30 +104,75 @@ describe("job events", () => {
   });
 
   it("ignores replays and stale sequences", () => {
-    const first = applyJobEvents(fresh(), events.slice(0, 3)).state;
-    const again = applyJobEvents(first, events.slice(0, 3));
+    const first = applyJobEvents("create", fresh(), events.slice(0, 3)).state;
+    const again = applyJobEvents("create", first, events.slice(0, 3));
     expect(again.applied).toHaveLength(0);
     expect(again.state).toEqual(first);
   });
 
   it("stops at a gap instead of applying out of order", () => {
-    const { state, applied } = applyJobEvents(fresh(), [events[0]!, events[2]!, events[3]!]);
+    const { state, applied } = applyJobEvents("create", fresh(), [events[0]!, events[2]!, events[3]!]);
     expect(applied.map((e) => e.seq)).toEqual([1]);
     expect(state.lastSeq).toBe(1);
     expect(state.status).toBe("running");
   });
 
   it("never changes a finished job", () => {
-    const done = applyJobEvents(fresh(), events).state;
+    const done = applyJobEvents("create", fresh(), events).state;
     const late: JobEvent = { seq: 5, at: at(9), type: "result", ok: false, error: "late" };
-    expect(applyJobEvents(done, [late])).toEqual({ state: done, applied: [] });
+    expect(applyJobEvents("create", done, [late])).toEqual({ state: done, applied: [], outcome: null });
   });
 
-  it("fails a job with the agent's reason", () => {
-    const { state } = applyJobEvents(fresh(), [
-      { seq: 1, at: at(0), type: "result", ok: false, error: "no free address" },
+  it("fails a job with the agent's reason and its code", () => {
+    const { state, outcome } = applyJobEvents("create", fresh(), [
+      { seq: 1, at: at(0), type: "result", ok: false, code: "ip_pool_exhausted", error: "no free address" },
     ]);
-    expect(state.status).toBe("failed");
-    expect(state.error).toBe("no free address");
+    expect(state).toMatchObject({
+      status: "failed",
+      error: "no free address",
+      errorCode: "ip_pool_exhausted",
+    });
+    expect(outcome).toEqual({
+      action: "create",
+      ok: false,
+      code: "ip_pool_exhausted",
+      error: "no free address",
+    });
+  });
+
+  it("reads a success as its action's typed result", () => {
+    const { outcome } = applyJobEvents("create", fresh(), events);
+    expect(outcome).toEqual({ action: "create", ok: true, data: { ip: "10.0.0.2" } });
+    const deleted = applyJobEvents("delete", fresh(), [{ seq: 1, at: at(0), type: "result", ok: true }]);
+    expect(deleted.outcome).toEqual({ action: "delete", ok: true, data: {} });
+  });
+
+  // A result that breaks its action's contract is applied (the job ends), but as a failure
+  // that says why, so the box is never settled from it.
+  it.each([
+    ["a create without its address", "create", { ok: true, data: {} }, /ip: /],
+    ["a create whose address is no IPv4 address", "create", { ok: true, data: { ip: "not-an-ip" } }, /ip: /],
+    ["a start whose address is a number", "start", { ok: true, data: { ip: 42 } }, /ip: /],
+    [
+      "a golden build that is not ready",
+      "build_golden",
+      { ok: true, data: { template: "minimal" } },
+      /status: /,
+    ],
+    [
+      "a failure without a code",
+      "create",
+      { ok: false, error: "disk full" },
+      /code: .*the agent said: disk full/,
+    ],
+    ["a failure whose code is not a code", "stop", { ok: false, code: "Disk Full!", error: "x" }, /code: /],
+  ] as const)("refuses %s", (_what, action, result, reason) => {
+    const event = { seq: 1, at: at(0), type: "result", ...result } as JobEvent;
+    const { state, applied, outcome } = applyJobEvents(action, fresh(), [event]);
+    expect(applied).toHaveLength(1);
+    expect(state).toMatchObject({ status: "failed", errorCode: "invalid_result", result: null });
+    expect(state.error).toMatch(new RegExp(`^the agent's ${action} result does not match its contract`));
+    expect(state.error).toMatch(reason);
+    expect(outcome).toMatchObject({ ok: false, code: "invalid_result" });
   });
 });

@@ -32,7 +32,10 @@ describe("doppio CLI against a real control plane", () => {
     cp = started;
     // The configured admin registers the scripted agent's server.
     agent = await startScriptedAgent(await cp.admin(), "cli-host", {
-      failWith: (job) => (String(job.payload.slug).startsWith("doomed") ? "disk full on the host" : null),
+      failWith: (job) =>
+        String(job.payload.slug).startsWith("doomed")
+          ? { code: "disk_failed", error: "disk full on the host" }
+          : null,
     });
     expect(
       (await new TestClient(cp.url).post("/api/v1/auth/signup", { email, password: PASSWORD })).status,
@@ -287,7 +290,10 @@ describe("doppio CLI against a real control plane", () => {
   it("reports a failed job with exit 1 and the agent's reason", async () => {
     const r = await home.run(["create", "doomed-box", "--template", "minimal"]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain("doppio: create of box doomed-box failed: disk full on the host\nhint: ");
+    // The agent's error code reaches the user with its message.
+    expect(r.stderr).toContain(
+      "doppio: create of box doomed-box failed: disk full on the host [disk_failed]\nhint: ",
+    );
     expect(r.stderr).not.toMatch(/\n\s+at /);
   });
 

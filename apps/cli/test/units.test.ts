@@ -28,6 +28,7 @@ function job(patch: Partial<Job>): Job {
     attempts: 0,
     steps: [],
     error: null,
+    errorCode: null,
     result: null,
     log: "",
     createdAt: "2026-01-01T00:00:00.000Z",

@@ -435,12 +435,16 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     await agent.send(job, {
       type: "result",
       ok: false,
+      code: "golden_missing",
       error: "the golden snapshot for minimal is missing on fc-test",
     });
     await page.locator('[data-job-status="failed"]').waitFor();
     await page.locator('[data-step="restore_vm"][data-status="failed"]').waitFor();
     const alert = await page.locator(".job").getByRole("alert").textContent();
     expect(alert).toContain("the golden snapshot for minimal is missing on fc-test");
+    // The agent's error code is shown with the message, on the job and on the box.
+    expect(await page.locator(".job .error-code").textContent()).toBe("golden_missing");
+    expect(await page.locator(".page-head + .notice-error .error-code").textContent()).toBe("golden_missing");
     await page.locator('.page-head [data-status="error"]').waitFor();
     expect(await page.getByRole("button", { name: "Start", exact: true }).isDisabled()).toBe(false);
     expect(await page.locator(".page-head").textContent()).toContain("medium");

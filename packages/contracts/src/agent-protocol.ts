@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { BoxEnv } from "./box.ts";
-import { JOB_ACTIONS, STEP_NAMES } from "./job.ts";
+import { JOB_ACTIONS, type JobAction, JobErrorCode, STEP_NAMES } from "./job.ts";
 
 /** Payload of every box job: everything the agent needs, so it never calls back for intent. */
 export const BoxJobPayload = z.object({
@@ -22,6 +22,108 @@ export const TemplateJobPayload = z.object({
   templateVersion: z.string(),
 });
 export type TemplateJobPayload = z.infer<typeof TemplateJobPayload>;
+
+/** What a template's golden snapshot is on a host (heartbeats, the control plane's table). */
+export const GOLDEN_STATUSES = ["missing", "building", "ready", "stale", "failed"] as const;
+
+/** create, start, stop, reset: the box's address on its host, which the control plane records. */
+const BoxJobResult = z.object({ ip: z.ipv4() });
+const DeleteJobResult = z.object({});
+const GoldenJobResult = z.object({
+  template: z.string(),
+  version: z.string(),
+  /** The image the golden was built from. */
+  imageVersion: z.string(),
+  status: z.literal("ready"),
+  builtAt: z.string().nullable(),
+});
+/** An image build as the agent's image builder reports it. */
+export const BuiltImage = z.object({
+  template: z.string(),
+  version: z.string(),
+  inputsHash: z.string(),
+  /** True when a build of the same inputs was already in the store. */
+  cached: z.boolean(),
+  diskBytes: z.number().int().nonnegative(),
+  ms: z.number().nonnegative(),
+});
+export type BuiltImage = z.infer<typeof BuiltImage>;
+const ImageJobResult = BuiltImage.extend({
+  imageVersion: z.string(),
+  /** The golden was not ready from this image, so the job built it. */
+  goldenRebuilt: z.boolean(),
+  golden: z.object({
+    status: z.enum(GOLDEN_STATUSES),
+    version: z.string().nullable(),
+    imageVersion: z.string().nullable(),
+  }),
+  goldenStale: z.boolean(),
+});
+
+/**
+ * Each action's contract, discriminated on `action`: what the control plane sends (payload)
+ * and what the agent answers when the job succeeds (result). Both ends parse with these.
+ */
+export const JobSpec = z.discriminatedUnion("action", [
+  z.object({ action: z.literal("create"), payload: BoxJobPayload }),
+  z.object({ action: z.literal("start"), payload: BoxJobPayload }),
+  z.object({ action: z.literal("stop"), payload: BoxJobPayload }),
+  z.object({ action: z.literal("reset"), payload: BoxJobPayload }),
+  z.object({ action: z.literal("delete"), payload: BoxJobPayload }),
+  z.object({ action: z.literal("build_golden"), payload: TemplateJobPayload }),
+  z.object({ action: z.literal("build_image"), payload: TemplateJobPayload }),
+]);
+export type JobSpec = z.infer<typeof JobSpec>;
+export const JobSuccess = z.discriminatedUnion("action", [
+  z.object({ action: z.literal("create"), ok: z.literal(true), data: BoxJobResult }),
+  z.object({ action: z.literal("start"), ok: z.literal(true), data: BoxJobResult }),
+  z.object({ action: z.literal("stop"), ok: z.literal(true), data: BoxJobResult }),
+  z.object({ action: z.literal("reset"), ok: z.literal(true), data: BoxJobResult }),
+  z.object({ action: z.literal("delete"), ok: z.literal(true), data: DeleteJobResult }),
+  z.object({ action: z.literal("build_golden"), ok: z.literal(true), data: GoldenJobResult }),
+  z.object({ action: z.literal("build_image"), ok: z.literal(true), data: ImageJobResult }),
+]);
+type JobSuccess = z.infer<typeof JobSuccess>;
+/** The payload as a handler receives it (defaults applied). */
+export type JobPayloadOf<A extends JobAction> = Extract<JobSpec, { action: A }>["payload"];
+/** The payload as the control plane may write it (defaults may be left out). */
+export type JobPayloadInput<A extends JobAction> = Extract<z.input<typeof JobSpec>, { action: A }>["payload"];
+export type JobResultOf<A extends JobAction> = Extract<JobSuccess, { action: A }>["data"];
+/** A failed job's result, whatever its action: a code for programs, a message for people. */
+export const JobFailure = z.object({
+  action: z.enum(JOB_ACTIONS),
+  ok: z.literal(false),
+  code: JobErrorCode,
+  error: z.string().min(1).max(4000),
+});
+type JobFailure = z.infer<typeof JobFailure>;
+export type JobOutcome = JobSuccess | JobFailure;
+
+// Every action has a payload and a result in the unions above (a compile-time check).
+type Covered<T extends { action: JobAction }> = [Exclude<JobAction, T["action"]>] extends [never]
+  ? true
+  : never;
+const everyActionCovered: Covered<JobSpec> & Covered<JobSuccess> = true;
+void everyActionCovered;
+
+/**
+ * Reads a `result` event as the typed outcome of a job of `action`. The agent checks its
+ * own results with this before they enter its outbox, and the control plane checks what it
+ * receives: a result that breaks its contract is reported as `problems`, never thrown.
+ */
+export function parseJobResult(
+  action: JobAction,
+  result: { ok: boolean; data?: unknown; code?: string; error?: string },
+): { ok: true; outcome: JobOutcome } | { ok: false; problems: string[] } {
+  const parsed = result.ok
+    ? JobSuccess.safeParse({ action, ok: true, data: result.data ?? {} })
+    : JobFailure.safeParse({ action, ok: false, code: result.code, error: result.error });
+  if (parsed.success) return { ok: true, outcome: parsed.data };
+  return {
+    ok: false,
+    problems: parsed.error.issues.map((i) => `${i.path.join(".") || "(result)"}: ${i.message}`),
+  };
+}
 
 /** A job as handed to an agent by `POST /agent/v1/jobs/claim`. */
 export const ClaimedJob = z.object({
@@ -69,8 +171,10 @@ export const JobEvent = z.discriminatedUnion("type", [
     at: z.string(),
     type: z.literal("result"),
     ok: z.boolean(),
+    /** Failed: the message and its code. Loose here: parseJobResult checks the contract. */
     error: z.string().max(4000).optional(),
-    /** Facts the control plane records on the box, e.g. `{ ip }`. */
+    code: z.string().max(64).optional(),
+    /** Succeeded: the action's result (JobSuccess), e.g. `{ ip }` for a create. */
     data: z.record(z.string(), z.unknown()).optional(),
   }),
 ]);
@@ -96,7 +200,7 @@ export const Heartbeat = z.strictObject({
   golden: z.record(
     z.string(),
     z.object({
-      status: z.enum(["missing", "building", "ready", "stale", "failed"]),
+      status: z.enum(GOLDEN_STATUSES),
       version: z.string().nullable(),
     }),
   ),

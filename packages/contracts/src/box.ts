@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { BOX_ACTIONS, type BoxAction, JobErrorCode } from "./job.ts";
 import { Slug } from "./slug.ts";
 
 /** What the user wants the box to be. */
@@ -19,9 +20,6 @@ export const BOX_STATUSES = [
   "error",
 ] as const;
 export type BoxStatus = (typeof BOX_STATUSES)[number];
-
-export const BOX_ACTIONS = ["create", "start", "stop", "reset", "delete"] as const;
-export type BoxAction = (typeof BOX_ACTIONS)[number];
 
 /** Which user action is allowed in which observed state. `create` is only ever the first job. */
 const ALLOWED: Record<BoxStatus, readonly BoxAction[]> = {
@@ -151,6 +149,8 @@ export const Box = z.object({
   desiredState: z.enum(DESIRED_STATES),
   status: z.enum(BOX_STATUSES),
   statusReason: z.string().nullable(),
+  /** Code of the failure that left the box in `error` (see JobErrorCode); null otherwise. */
+  errorCode: JobErrorCode.nullable(),
   server: z.string().nullable(),
   ip: z.string().nullable(),
   urls: z.object({ site: z.string(), code: z.string(), devPort: z.string() }).nullable(),

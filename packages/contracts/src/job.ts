@@ -1,23 +1,75 @@
 import { z } from "zod";
 
-export const JOB_ACTIONS = [
-  "create",
-  "start",
-  "stop",
-  "delete",
-  "reset",
-  "build_golden",
-  "build_image",
-] as const;
+/** What a user may ask of a box; each is one agent job. */
+export const BOX_ACTIONS = ["create", "start", "stop", "reset", "delete"] as const;
+export type BoxAction = (typeof BOX_ACTIONS)[number];
+
+/** Jobs about a template on one host rather than about a box. */
+const TEMPLATE_ACTIONS = ["build_golden", "build_image"] as const;
+export type TemplateAction = (typeof TEMPLATE_ACTIONS)[number];
+
+/** Every job an agent runs: the box actions and the template actions, nothing else. */
+export const JOB_ACTIONS = [...BOX_ACTIONS, ...TEMPLATE_ACTIONS] as const;
 export type JobAction = (typeof JOB_ACTIONS)[number];
+
+export function isBoxAction(action: string): action is BoxAction {
+  return (BOX_ACTIONS as readonly string[]).includes(action);
+}
+
+export function isTemplateAction(action: string): action is TemplateAction {
+  return (TEMPLATE_ACTIONS as readonly string[]).includes(action);
+}
+
+export function isJobAction(action: string): action is JobAction {
+  return (JOB_ACTIONS as readonly string[]).includes(action);
+}
 
 /**
  * pending: waiting for the agent; delivered: handed out under a lease, not yet acknowledged
  * as started; running: the agent reported progress; succeeded/failed: final, never change.
  */
-export const JOB_STATUSES = ["pending", "delivered", "running", "succeeded", "failed"] as const;
+const IN_FLIGHT = ["pending", "delivered", "running"] as const;
+const FINAL = ["succeeded", "failed"] as const;
+export const JOB_STATUSES = [...IN_FLIGHT, ...FINAL] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
-export const FINAL_JOB_STATUSES: readonly JobStatus[] = ["succeeded", "failed"];
+export const FINAL_JOB_STATUSES: readonly JobStatus[] = FINAL;
+
+export function isFinalJobStatus(status: JobStatus): boolean {
+  return FINAL_JOB_STATUSES.includes(status);
+}
+
+/**
+ * Why a job failed, as a code a program can act on (the message says it to a person). The
+ * agent sends the code of the error that ended the job: each of its error classes has a
+ * closed set (apps/agent/src/errors.ts, apps/agent/src/images/errors.ts,
+ * apps/agent/src/vmm/qemu/errors.ts and their siblings). The protocol adds its own below.
+ * Checked for shape only, so an agent with a code the control plane has not seen yet still
+ * reports its failure.
+ */
+export const JobErrorCode = z
+  .string()
+  .max(64)
+  .regex(/^[a-z][a-z0-9_]*$/, "error codes are lower-case snake_case");
+export type JobErrorCode = z.infer<typeof JobErrorCode>;
+
+/** Codes the job protocol itself gives, at whichever end the failure is found. */
+const PROTOCOL_JOB_ERROR_CODES = [
+  /** The result does not match its action's result schema (agent-protocol.ts). */
+  "invalid_result",
+  /** Handed out several times and never acknowledged (apps/api/src/services/jobs.ts). */
+  "not_acknowledged",
+  /** The agent stopped reporting progress while running it. */
+  "lease_expired",
+  /** The error that ended the job carries no code of its own. */
+  "internal",
+] as const;
+export type ProtocolJobErrorCode = (typeof PROTOCOL_JOB_ERROR_CODES)[number];
+
+/** A failure as one line of text (CLI, logs): the message, then its code. */
+export function failureText(error: string | null, code: string | null): string | null {
+  if (!error) return code;
+  return code ? `${error} [${code}]` : error;
+}
 
 /** One typed list of step names shared by the agent (which emits them) and the UIs (which label them). */
 export const STEP_NAMES = [
@@ -79,6 +131,8 @@ export const Job = z.object({
   attempts: z.number().int(),
   steps: z.array(JobStep),
   error: z.string().nullable(),
+  /** Code of the failure (see JobErrorCode); null unless the job failed. */
+  errorCode: JobErrorCode.nullable(),
   result: z.record(z.string(), z.unknown()).nullable(),
   /** The last 64 KiB of log lines the agent reported for this job. */
   log: z.string(),

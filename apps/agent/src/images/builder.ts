@@ -215,7 +215,7 @@ export class HostImageBuilder {
     this.#opts = opts;
   }
 
-  async build(template: TemplateSpec, report: StepReporter): Promise<Record<string, unknown>> {
+  async build(template: TemplateSpec, report: StepReporter): Promise<BuildImageResult> {
     const t = findTemplate(template.name);
     if (!t) throw new ImageError("unknown_template", `no recipe for template "${template.name}"`);
     return { ...(await buildImage(t, report, this.#opts)) };

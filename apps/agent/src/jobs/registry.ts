@@ -1,6 +1,12 @@
-import { JOB_ACTIONS, type JobAction } from "@doppio/contracts";
+import {
+  type BuiltImage,
+  isJobAction,
+  type JobAction,
+  type JobPayloadOf,
+  type JobResultOf,
+  JobSpec,
+} from "@doppio/contracts";
 import type { Logger } from "pino";
-import type { z } from "zod";
 import type { Clock } from "../clock.ts";
 import type { AgentConfig } from "../config.ts";
 import type { BoxRoute } from "../edge/routes.ts";
@@ -19,7 +25,7 @@ export interface RouteWriter {
 
 /** Builds a template image into the host's image store (build_image). */
 export interface ImageBuilder {
-  build(template: TemplateSpec, report: StepReporter): Promise<Record<string, unknown>>;
+  build(template: TemplateSpec, report: StepReporter): Promise<BuiltImage>;
 }
 
 /** Everything a handler may touch; passed in by hand from the wiring file. */
@@ -44,55 +50,61 @@ export interface JobInfo {
   attempt: number;
 }
 
-export interface JobHandler<P> {
-  schema: z.ZodType<P>;
+/** Runs one action: its payload and result are the action's contract (JobSpec, JobSuccess). */
+export interface JobHandler<A extends JobAction> {
   run(
     deps: HandlerDeps,
-    payload: P,
+    payload: JobPayloadOf<A>,
     job: JobInfo,
     report: StepReporter,
-  ): Promise<Record<string, unknown> | undefined>;
+  ): Promise<JobResultOf<A>>;
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: a registry holds handlers of different payload types
-export type Registry = ReadonlyMap<JobAction, JobHandler<any>>;
+/** One handler per action; a missing one is a compile error. */
+export type Handlers = { readonly [A in JobAction]: JobHandler<A> };
+/** What the runner dispatches on (tests register only the actions they exercise). */
+export type Registry = Partial<Handlers>;
 
-export function defineHandler<P>(h: JobHandler<P>): JobHandler<P> {
-  return h;
+/** A job matched with its handler and its parsed payload, ready to run. */
+export interface ResolvedJob {
+  action: JobAction;
+  run(deps: HandlerDeps, job: JobInfo, report: StepReporter): Promise<JobResultOf<JobAction>>;
+}
+
+/** Generic in the action, so the handler and the payload are known to belong together. */
+function bind<A extends JobAction>(registry: Registry, action: A, payload: JobPayloadOf<A>): ResolvedJob {
+  const handler = registry[action];
+  if (!handler) throw new Error(`no handler for ${action}`); // resolveJob checked it
+  return { action, run: (deps, job, report) => handler.run(deps, payload, job, report) };
 }
 
 /** Finds the handler and validates the payload; a clear AgentError otherwise (the job fails, the agent lives). */
 export function resolveJob(
   registry: Registry,
   job: { action: string; box: string | null; payload: unknown },
-): { handler: JobHandler<unknown>; payload: unknown } {
-  const handler = registry.get(job.action as JobAction);
-  if (!handler) {
+): ResolvedJob {
+  if (!isJobAction(job.action) || !registry[job.action]) {
     throw new AgentError(
       "unknown_action",
-      `unknown action "${job.action}": this agent handles ${[...registry.keys()].join(", ")}`,
+      `unknown action "${job.action}": this agent handles ${Object.keys(registry).join(", ")}`,
       { details: { action: job.action } },
     );
   }
-  const parsed = handler.schema.safeParse(job.payload);
+  const parsed = JobSpec.safeParse({ action: job.action, payload: job.payload });
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join(".") || "(payload)"}: ${i.message}`);
+    const problems = parsed.error.issues.map(
+      (i) => `${i.path.slice(1).join(".") || "(payload)"}: ${i.message}`,
+    );
     throw new AgentError("invalid_payload", `invalid ${job.action} payload: ${problems.join("; ")}`, {
       details: { problems },
     });
   }
-  const slug = (parsed.data as { slug?: unknown }).slug;
-  if (job.box !== null && typeof slug === "string" && slug !== job.box) {
+  const spec = parsed.data;
+  if (job.box !== null && "slug" in spec.payload && spec.payload.slug !== job.box) {
     throw new AgentError(
       "invalid_payload",
-      `invalid ${job.action} payload: slug "${slug}" is not the job's box "${job.box}"`,
+      `invalid ${job.action} payload: slug "${spec.payload.slug}" is not the job's box "${job.box}"`,
     );
   }
-  return { handler, payload: parsed.data };
-}
-
-/** Every action must have a handler: checked when the registry is built. */
-export function buildRegistry(handlers: Record<JobAction, JobHandler<unknown>>): Registry {
-  for (const a of JOB_ACTIONS) if (!handlers[a]) throw new Error(`no handler for action ${a}`);
-  return new Map(Object.entries(handlers) as Array<[JobAction, JobHandler<unknown>]>);
+  return bind(registry, spec.action, spec.payload);
 }

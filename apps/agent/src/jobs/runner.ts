@@ -1,9 +1,10 @@
+import { JobErrorCode, type ProtocolJobErrorCode, parseJobResult } from "@doppio/contracts";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.ts";
-import { AgentError, failureMessage } from "../errors.ts";
+import { failureMessage } from "../errors.ts";
 import type { Metrics } from "../metrics.ts";
 import type { JobStore, StoredJob } from "../store/jobs.ts";
-import { type HandlerDeps, type Registry, resolveJob } from "./registry.ts";
+import { type HandlerDeps, type Registry, type ResolvedJob, resolveJob } from "./registry.ts";
 import { JobReporter } from "./reporter.ts";
 
 export interface RunnerDeps {
@@ -144,28 +145,62 @@ export class JobRunner {
     if (job.local && attempt === 1) emit({ type: "started", at: clock.now().toISOString() });
     if (attempt > 1) report.log(`running again after an agent restart (attempt ${attempt})`);
     const started = clock.now().getTime();
-    let ok = false;
-    let error: string | undefined;
-    let data: Record<string, unknown> | undefined;
-    try {
-      const { handler, payload } = resolveJob(this.#d.registry, job);
-      data = await handler.run(this.#d.handlers, payload, { ...job, attempt }, report);
-      ok = true;
-    } catch (err) {
-      error = failureMessage(err).slice(0, 4000);
-      const code = err instanceof AgentError ? err.code : undefined;
-      log.warn({ err, code }, "job failed");
-    }
+    const result = await this.#run(job, attempt, report);
+    if (!result.ok) log.warn({ err: result.err, code: result.code }, "job failed");
     store.finish(
       job.id,
-      ok ? { ok, ...(data ? { data } : {}) } : { ok, ...(error ? { error } : {}) },
+      result.ok ? { ok: true, data: result.data } : { ok: false, code: result.code, error: result.error },
       clock.now().toISOString(),
     );
     this.#d.onEvent();
-    metrics.jobs.inc({ action: job.action, outcome: ok ? "succeeded" : "failed" });
-    this.#d.onFinished?.(job, ok);
-    log.info({ ok, attempt, ms: clock.now().getTime() - started }, "job finished");
+    metrics.jobs.inc({ action: job.action, outcome: result.ok ? "succeeded" : "failed" });
+    this.#d.onFinished?.(job, result.ok);
+    log.info({ ok: result.ok, attempt, ms: clock.now().getTime() - started }, "job finished");
   }
+
+  /**
+   * Runs the job's handler; what it returns goes into the outbox only if it matches the
+   * action's result schema, so the control plane never settles a box from a malformed
+   * success. A failure carries the code of the error that ended the job.
+   */
+  async #run(job: StoredJob, attempt: number, report: JobReporter): Promise<Outcome> {
+    let resolved: ResolvedJob;
+    let data: unknown;
+    try {
+      resolved = resolveJob(this.#d.registry, job);
+      data = await resolved.run(this.#d.handlers, { ...job, attempt }, report);
+    } catch (err) {
+      const error = failureMessage(err).slice(0, 4000) || `${job.action} failed`;
+      return { ok: false, code: errorCode(err), error, err };
+    }
+    const checked = parseJobResult(resolved.action, { ok: true, data });
+    if (checked.ok && checked.outcome.ok) return { ok: true, data: checked.outcome.data };
+    const problems = checked.ok ? [] : checked.problems;
+    const error = `the ${job.action} handler returned a result that breaks its contract (${problems.join("; ")}); the job is reported failed`;
+    return {
+      ok: false,
+      code: "invalid_result" satisfies ProtocolJobErrorCode,
+      error: error.slice(0, 4000),
+      err: new Error(error),
+    };
+  }
+}
+
+type Outcome =
+  | { ok: true; data: Record<string, unknown> }
+  | { ok: false; code: JobErrorCode; error: string; err: unknown };
+
+/**
+ * The code a failed job reports: the agent's error classes carry one (CodedError in
+ * apps/agent/src/coded-error.ts and its subclasses, AgentError, EdgeError,
+ * FirecrackerError). Node's own errors carry upper-case codes (ENOENT) that are not job
+ * codes; those and uncoded errors report "internal".
+ */
+function errorCode(err: unknown): JobErrorCode {
+  const code = err instanceof Error && "code" in err ? err.code : undefined;
+  return typeof code === "string" && JobErrorCode.safeParse(code).success
+    ? code
+    : ("internal" satisfies ProtocolJobErrorCode);
 }
 
 /** Jobs of one box share a key; template jobs share one per template; anything else runs alone. */

@@ -122,7 +122,7 @@ export class JobStore {
   }
 
   /** The final event and the job's `done` status land in one transaction: a result is written once. */
-  finish(jobId: string, result: { ok: boolean; error?: string; data?: Record<string, unknown> }, at: string) {
+  finish(jobId: string, result: Omit<Extract<NewEvent, { type: "result" }>, "type" | "at">, at: string) {
     return this.db.transaction(() => {
       const job = this.db.prepare("SELECT status FROM jobs WHERE id = ?").get(jobId) as
         | { status: LocalJobStatus }

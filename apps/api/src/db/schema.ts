@@ -1,4 +1,11 @@
-import type { StepName } from "@doppio/contracts";
+import {
+  BOX_STATUSES,
+  DESIRED_STATES,
+  GOLDEN_STATUSES,
+  JOB_ACTIONS,
+  JOB_STATUSES,
+  type JobStep,
+} from "@doppio/contracts";
 import { sql } from "drizzle-orm";
 import {
   bigint,
@@ -6,12 +13,16 @@ import {
   index,
   integer,
   jsonb,
+  pgEnum,
   pgTable,
   primaryKey,
   text,
   timestamp,
   uniqueIndex,
 } from "drizzle-orm/pg-core";
+
+/** Box statuses as the database knows them: the contracts' list, so a new status needs a migration. */
+export const boxStatus = pgEnum("box_status", BOX_STATUSES);
 
 const id = () => text("id").primaryKey();
 const createdAt = () => timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow();
@@ -125,7 +136,7 @@ export const serverTemplates = pgTable(
       .notNull()
       .references(() => servers.id, { onDelete: "cascade" }),
     template: text("template").notNull(),
-    status: text("status", { enum: ["missing", "building", "ready", "stale", "failed"] }).notNull(),
+    status: text("status", { enum: GOLDEN_STATUSES }).notNull(),
     version: text("version"),
     updatedAt: ts("updated_at").notNull(),
   },
@@ -152,9 +163,11 @@ export const boxes = pgTable(
     vcpu: integer("vcpu").notNull(),
     memoryMb: integer("memory_mb").notNull(),
     diskGb: integer("disk_gb").notNull(),
-    desiredState: text("desired_state", { enum: ["running", "stopped", "deleted"] }).notNull(),
-    status: text("status").notNull(),
+    desiredState: text("desired_state", { enum: DESIRED_STATES }).notNull(),
+    status: boxStatus("status").notNull(),
     statusReason: text("status_reason"),
+    /** Code of the failure behind `status = 'error'` (a JobErrorCode); null otherwise. */
+    errorCode: text("error_code"),
     ip: text("ip"),
     sitePublic: boolean("site_public").notNull().default(true),
     env: jsonb("env").$type<Record<string, string>>().notNull().default({}),
@@ -174,35 +187,22 @@ export const agentJobs = pgTable(
   "agent_jobs",
   {
     id: id(),
-    action: text("action", {
-      enum: ["create", "start", "stop", "delete", "reset", "build_golden", "build_image"],
-    }).notNull(),
+    action: text("action", { enum: JOB_ACTIONS }).notNull(),
     boxId: text("box_id").references(() => boxes.id),
     serverId: text("server_id")
       .notNull()
       .references(() => servers.id),
     payload: jsonb("payload").$type<Record<string, unknown>>().notNull(),
-    status: text("status", { enum: ["pending", "delivered", "running", "succeeded", "failed"] })
-      .notNull()
-      .default("pending"),
+    status: text("status", { enum: JOB_STATUSES }).notNull().default("pending"),
     attempts: integer("attempts").notNull().default(0),
     leaseExpiresAt: ts("lease_expires_at"),
     /** Highest event sequence applied; events at or below it are ignored. */
     lastSeq: integer("last_seq").notNull().default(0),
-    steps: jsonb("steps")
-      .$type<
-        Array<{
-          name: StepName;
-          status: "running" | "succeeded" | "failed";
-          startedAt: string;
-          finishedAt: string | null;
-          detail?: string | null;
-        }>
-      >()
-      .notNull()
-      .default([]),
+    steps: jsonb("steps").$type<JobStep[]>().notNull().default([]),
     log: text("log").notNull().default(""),
     error: text("error"),
+    /** Code of the failure (a JobErrorCode); null unless the job failed. */
+    errorCode: text("error_code"),
     result: jsonb("result").$type<Record<string, unknown>>(),
     /** Monotonic enqueue order (claim order), independent of clock resolution. */
     seqNo: bigint("seq_no", { mode: "number" }).generatedAlwaysAsIdentity(),

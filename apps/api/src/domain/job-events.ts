@@ -1,4 +1,13 @@
-import type { JobEvent, JobStatus, JobStep } from "@doppio/contracts";
+import {
+  isFinalJobStatus,
+  type JobAction,
+  type JobEvent,
+  type JobOutcome,
+  type JobStatus,
+  type JobStep,
+  type ProtocolJobErrorCode,
+  parseJobResult,
+} from "@doppio/contracts";
 
 export interface JobState {
   status: JobStatus;
@@ -6,6 +15,7 @@ export interface JobState {
   steps: JobStep[];
   log: string;
   error: string | null;
+  errorCode: string | null;
   result: Record<string, unknown> | null;
   startedAt: Date | null;
   finishedAt: Date | null;
@@ -13,20 +23,19 @@ export interface JobState {
 
 const LOG_LIMIT = 64 * 1024;
 
-export function isFinal(status: JobStatus): boolean {
-  return status === "succeeded" || status === "failed";
-}
-
 /**
  * Applies agent events to a job, in sequence order. An event at or below `lastSeq` was
  * applied before and is skipped; a gap stops application so nothing is applied out of
- * order (the agent resends from `lastSeq + 1`); nothing changes a finished job.
+ * order (the agent resends from `lastSeq + 1`); nothing changes a finished job. The result
+ * event is read against the contract of the job's `action`: `outcome` is what the job ended
+ * with, and a result that breaks the contract ends it failed with `invalid_result`.
  */
 export function applyJobEvents(
+  action: JobAction,
   job: JobState,
   events: readonly JobEvent[],
-): { state: JobState; applied: JobEvent[] } {
-  if (isFinal(job.status)) return { state: job, applied: [] };
+): { state: JobState; applied: JobEvent[]; outcome: JobOutcome | null } {
+  if (isFinalJobStatus(job.status)) return { state: job, applied: [], outcome: null };
   // Copy only the job's event-driven fields, so callers can persist `state` as is.
   const state: JobState = {
     status: job.status,
@@ -34,22 +43,51 @@ export function applyJobEvents(
     steps: job.steps.map((s) => ({ ...s })),
     log: job.log,
     error: job.error,
+    errorCode: job.errorCode,
     result: job.result,
     startedAt: job.startedAt,
     finishedAt: job.finishedAt,
   };
   const applied: JobEvent[] = [];
+  let outcome: JobOutcome | null = null;
   for (const event of [...events].sort((a, b) => a.seq - b.seq)) {
     if (event.seq <= state.lastSeq) continue;
-    if (event.seq !== state.lastSeq + 1 || isFinal(state.status)) break;
-    applyOne(state, event);
+    if (event.seq !== state.lastSeq + 1 || isFinalJobStatus(state.status)) break;
+    if (event.type === "result") {
+      outcome = readResult(action, event);
+      finish(state, outcome, new Date(event.at));
+    } else {
+      applyOne(state, event);
+    }
     state.lastSeq = event.seq;
     applied.push(event);
   }
-  return { state, applied };
+  return { state, applied, outcome };
 }
 
-function applyOne(state: JobState, event: JobEvent): void {
+/** The result as its contract types it; a malformed one fails the job and says why. */
+export function readResult(action: JobAction, event: Extract<JobEvent, { type: "result" }>): JobOutcome {
+  const parsed = parseJobResult(action, event);
+  if (parsed.ok) return parsed.outcome;
+  const said = !event.ok && event.error ? `; the agent said: ${event.error}` : "";
+  return {
+    action,
+    ok: false,
+    code: "invalid_result" satisfies ProtocolJobErrorCode,
+    error: `the agent's ${action} result does not match its contract (${parsed.problems.join("; ")})${said}`,
+  };
+}
+
+function finish(state: JobState, outcome: JobOutcome, at: Date): void {
+  state.status = outcome.ok ? "succeeded" : "failed";
+  state.error = outcome.ok ? null : outcome.error;
+  state.errorCode = outcome.ok ? null : outcome.code;
+  state.result = outcome.ok ? outcome.data : null;
+  state.startedAt ??= at;
+  state.finishedAt = at;
+}
+
+function applyOne(state: JobState, event: Exclude<JobEvent, { type: "result" }>): void {
   const at = new Date(event.at);
   switch (event.type) {
     case "started":
@@ -82,12 +120,5 @@ function applyOne(state: JobState, event: JobEvent): void {
       state.log = next.length > LOG_LIMIT ? next.slice(next.length - LOG_LIMIT) : next;
       return;
     }
-    case "result":
-      state.status = event.ok ? "succeeded" : "failed";
-      state.error = event.ok ? null : (event.error ?? "the agent reported a failure without a reason");
-      state.result = event.data ?? null;
-      state.startedAt ??= at;
-      state.finishedAt = at;
-      return;
   }
 }

@@ -1,4 +1,4 @@
-import { allowedActions, type Box, type BoxStatus, boxUrls } from "@doppio/contracts";
+import { allowedActions, type Box, boxUrls } from "@doppio/contracts";
 import { eq } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { boxes, servers } from "../db/schema.ts";
@@ -10,7 +10,7 @@ export function toBox(
   row: BoxRow,
   server: Pick<ServerRow, "name" | "domain" | "publicScheme" | "publicPort"> | null,
 ): Box {
-  const status = row.status as BoxStatus;
+  const status = row.status;
   return {
     slug: row.slug,
     template: row.template,
@@ -18,6 +18,7 @@ export function toBox(
     desiredState: row.desiredState,
     status,
     statusReason: row.statusReason,
+    errorCode: row.errorCode,
     server: server?.name ?? null,
     ip: row.ip,
     urls: server

@@ -1,9 +1,14 @@
 import {
   type BoxAction,
   type ClaimedJob,
+  isBoxAction,
+  isFinalJobStatus,
   type Job,
   type JobAction,
   type JobEvent,
+  type JobOutcome,
+  type JobPayloadInput,
+  type ProtocolJobErrorCode,
   SETTLED_STATUS,
 } from "@doppio/contracts";
 import { and, asc, desc, eq, inArray, lt, sql } from "drizzle-orm";
@@ -11,7 +16,7 @@ import { newId } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
 import { agentJobs, boxes } from "../db/schema.ts";
-import { applyJobEvents, isFinal } from "../domain/job-events.ts";
+import { applyJobEvents } from "../domain/job-events.ts";
 import { notFound } from "../errors.ts";
 import { publishBox } from "./box-view.ts";
 
@@ -32,8 +37,9 @@ export function toJob(
     server: serverName,
     status: row.status,
     attempts: row.attempts,
-    steps: row.steps.map((s) => ({ ...s, detail: s.detail ?? null })) as Job["steps"],
+    steps: row.steps.map((s) => ({ ...s, detail: s.detail ?? null })),
     error: row.error,
+    errorCode: row.errorCode,
     result: row.result,
     log: row.log,
     createdAt: row.createdAt.toISOString(),
@@ -42,11 +48,14 @@ export function toJob(
   };
 }
 
-/** Inserts a job inside the caller's transaction; call `ctx.bus.jobEnqueued` after commit. */
-export async function insertJob(
+/**
+ * Inserts a job inside the caller's transaction; call `ctx.bus.jobEnqueued` after commit.
+ * The payload is typed by the action's contract (JobSpec in packages/contracts/src/agent-protocol.ts).
+ */
+export async function insertJob<A extends JobAction>(
   ctx: Ctx,
   tx: Db,
-  job: { action: JobAction; boxId: string | null; serverId: string; payload: Record<string, unknown> },
+  job: { action: A; boxId: string | null; serverId: string; payload: JobPayloadInput<A> },
 ): Promise<JobRow> {
   const [row] = await tx
     .insert(agentJobs)
@@ -129,26 +138,27 @@ export async function applyAgentEvents(
       .where(and(eq(agentJobs.id, jobId), eq(agentJobs.serverId, server.id)))
       .for("update");
     if (!job) throw notFound("job");
-    const { state, applied } = applyJobEvents(job, events);
+    const { state, applied, outcome } = applyJobEvents(job.action, job, events);
     if (applied.length === 0) return { job, applied, boxChanged: false };
     const [updated] = await tx
       .update(agentJobs)
       .set({
         ...state,
-        leaseExpiresAt: isFinal(state.status) ? null : new Date(now.getTime() + ctx.config.runningLeaseMs),
+        leaseExpiresAt: isFinalJobStatus(state.status)
+          ? null
+          : new Date(now.getTime() + ctx.config.runningLeaseMs),
       })
       .where(eq(agentJobs.id, jobId))
       .returning();
-    const result = applied.find((e) => e.type === "result");
     let boxChanged = false;
-    if (result && updated!.boxId && isBoxAction(updated!.action)) {
-      await settleBox(tx, updated!.boxId, updated!.action, result, now);
+    if (outcome && updated!.boxId) {
+      await settleBox(tx, updated!.boxId, outcome, now);
       boxChanged = true;
     }
     return { job: updated!, applied, boxChanged };
   });
   if (outcome.applied.length > 0) {
-    if (isFinal(outcome.job.status)) {
+    if (isFinalJobStatus(outcome.job.status)) {
       ctx.metrics.jobsFinished.inc({ action: outcome.job.action, status: outcome.job.status });
     }
     await publishJobAndBox(ctx, outcome.job);
@@ -156,36 +166,40 @@ export async function applyAgentEvents(
   return { applied: outcome.applied.length, lastSeq: outcome.job.lastSeq };
 }
 
-function isBoxAction(action: JobAction): action is BoxAction {
-  return action !== "build_golden" && action !== "build_image";
-}
-
-async function settleBox(
-  tx: Db,
-  boxId: string,
-  action: BoxAction,
-  result: Extract<JobEvent, { type: "result" }>,
-  now: Date,
-): Promise<void> {
-  if (!result.ok) {
-    await tx
+/** Records on the box what its job ended with, read from the typed outcome. */
+async function settleBox(tx: Db, boxId: string, outcome: JobOutcome, now: Date): Promise<void> {
+  const set = (values: Partial<typeof boxes.$inferInsert>) =>
+    tx
       .update(boxes)
-      .set({ status: "error", statusReason: result.error ?? `${action} failed`, updatedAt: now })
+      .set({ updatedAt: now, ...values })
       .where(eq(boxes.id, boxId));
+  if (!outcome.ok) {
+    if (isBoxAction(outcome.action)) {
+      await set({ status: "error", statusReason: outcome.error, errorCode: outcome.code });
+    }
     return;
   }
-  const ip = typeof result.data?.ip === "string" ? result.data.ip : undefined;
-  await tx
-    .update(boxes)
-    .set({
-      status: SETTLED_STATUS[action],
-      statusReason: null,
-      updatedAt: now,
-      ...(ip !== undefined ? { ip } : {}),
-      ...(action === "delete" ? { deletedAt: now, ip: null } : {}),
-    })
-    .where(eq(boxes.id, boxId));
+  switch (outcome.action) {
+    case "delete":
+      await set({ ...settled(outcome.action), deletedAt: now, ip: null });
+      return;
+    case "create":
+    case "start":
+    case "stop":
+    case "reset":
+      await set({ ...settled(outcome.action), ip: outcome.data.ip });
+      return;
+    case "build_golden":
+    case "build_image":
+      return; // template jobs have no box
+  }
 }
+
+const settled = (action: BoxAction) => ({
+  status: SETTLED_STATUS[action],
+  statusReason: null,
+  errorCode: null,
+});
 
 async function publishJobAndBox(ctx: Ctx, job: JobRow): Promise<void> {
   if (!job.boxId) return;
@@ -212,13 +226,14 @@ export async function reapExpiredJobs(ctx: Ctx): Promise<{ requeued: number; fai
       job.status === "delivered"
         ? `the agent did not acknowledge the job after ${job.attempts} deliveries`
         : "the agent stopped reporting progress before the job finished (lease expired)";
+    const code: ProtocolJobErrorCode = job.status === "delivered" ? "not_acknowledged" : "lease_expired";
     const changed = await ctx.db.transaction(async (tx) => {
       const rows = await tx
         .update(agentJobs)
         .set(
           retry
             ? { status: "pending", leaseExpiresAt: null }
-            : { status: "failed", error: reason, finishedAt: now, leaseExpiresAt: null },
+            : { status: "failed", error: reason, errorCode: code, finishedAt: now, leaseExpiresAt: null },
         )
         .where(
           and(eq(agentJobs.id, job.id), eq(agentJobs.status, job.status), lt(agentJobs.leaseExpiresAt, now)),
@@ -227,7 +242,7 @@ export async function reapExpiredJobs(ctx: Ctx): Promise<{ requeued: number; fai
       if (rows.length > 0 && !retry && job.boxId) {
         await tx
           .update(boxes)
-          .set({ status: "error", statusReason: reason, updatedAt: now })
+          .set({ status: "error", statusReason: reason, errorCode: code, updatedAt: now })
           .where(eq(boxes.id, job.boxId));
       }
       return rows[0];

@@ -1,4 +1,10 @@
-import type { Heartbeat, HeartbeatResponse, RegisterServerRequest, Server } from "@doppio/contracts";
+import type {
+  Heartbeat,
+  HeartbeatResponse,
+  RegisterServerRequest,
+  Server,
+  TemplateAction,
+} from "@doppio/contracts";
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import { newId, newSecret, sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
@@ -159,7 +165,7 @@ export async function enqueueTemplateJob(
   ctx: Ctx,
   p: Principal,
   serverName: string,
-  action: "build_golden" | "build_image",
+  action: TemplateAction,
   templateName: string,
 ): Promise<JobRow> {
   const [server] = await ctx.db.select().from(servers).where(eq(servers.name, serverName));

@@ -47,6 +47,27 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+/** A new, empty PostgreSQL database on TEST_DATABASE_URL's server, and how to drop it. */
+export async function freshPostgresDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  if (!POSTGRES_URL) throw new Error(dbUnavailable("postgres")!);
+  const name = `doppio_test_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
+  const admin = new pg.Client({ connectionString: POSTGRES_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(POSTGRES_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: POSTGRES_URL });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
 /**
  * A real control plane on a random loopback port, on a fresh PGlite data directory or a
  * fresh PostgreSQL database created for this instance and dropped afterwards.
@@ -65,23 +86,7 @@ export async function startControlPlane(
   const dataDir = opts.dataDir ?? (await mkdtemp(path.join(tmpdir(), "doppio-cp-")));
   let databaseUrl: string | undefined;
   let dropDatabase = async () => {};
-  if (kind === "postgres") {
-    if (!POSTGRES_URL) throw new Error(dbUnavailable("postgres")!);
-    const name = `doppio_test_${process.pid}_${Math.random().toString(36).slice(2, 10)}`;
-    const admin = new pg.Client({ connectionString: POSTGRES_URL });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name}`);
-    await admin.end();
-    const url = new URL(POSTGRES_URL);
-    url.pathname = `/${name}`;
-    databaseUrl = url.toString();
-    dropDatabase = async () => {
-      const c = new pg.Client({ connectionString: POSTGRES_URL });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    };
-  }
+  if (kind === "postgres") ({ url: databaseUrl, drop: dropDatabase } = await freshPostgresDatabase());
   const port = await freePort();
   const adminPasswordFile = path.join(dataDir, "admin-password");
   await writeFile(adminPasswordFile, `${ADMIN_PASSWORD}\n`, { mode: 0o600 });

@@ -1,4 +1,4 @@
-import { type Job, STEP_LABELS } from "@doppio/contracts";
+import { failureText, type Job, STEP_LABELS } from "@doppio/contracts";
 import type { Command } from "commander";
 import type { App } from "../app.ts";
 import { CliError, failed, usageError } from "../errors.ts";
@@ -41,7 +41,7 @@ export function registerInfoCommands(program: Command, app: App): void {
               j.startedAt && j.finishedAt
                 ? formatDuration(Date.parse(j.finishedAt) - Date.parse(j.startedAt))
                 : "-",
-              j.error ?? "",
+              failureText(j.error, j.errorCode) ?? "",
             ]),
           ),
         );
@@ -170,7 +170,8 @@ class StepPrinter {
         this.once(`${job.id}:log:${i}`, `   | ${line}`);
       });
     if (job.status === "succeeded" || job.status === "failed") {
-      const error = job.error ? `: ${job.error}` : "";
+      const reason = failureText(job.error, job.errorCode);
+      const error = reason ? `: ${reason}` : "";
       this.once(`${job.id}:final`, `   ${job.status}${error}`);
     }
   }

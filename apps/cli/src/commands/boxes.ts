@@ -1,4 +1,4 @@
-import type { Box, Job } from "@doppio/contracts";
+import { type Box, failureText, type Job } from "@doppio/contracts";
 import { type Command, Option } from "commander";
 import type { ApiClient, BoxWithJob } from "../api.ts";
 import type { App } from "../app.ts";
@@ -192,7 +192,7 @@ async function finishAction(
   if (job.status === "failed") {
     throw new CliError(
       "failed",
-      `${action === "rm" ? "delete" : action} of box ${slug} failed: ${job.error ?? "no reason given"}`,
+      `${action === "rm" ? "delete" : action} of box ${slug} failed: ${failureText(job.error, job.errorCode) ?? "no reason given"}`,
       `see its steps with: doppio jobs ${slug} --steps`,
     );
   }
@@ -208,7 +208,10 @@ function printBox(app: App, box: Box, last: Job | undefined): void {
   const now = app.io.now();
   const pairs: [string, string][] = [
     ["name", box.slug],
-    ["status", box.statusReason ? `${box.status} (${box.statusReason})` : box.status],
+    [
+      "status",
+      box.statusReason ? `${box.status} (${failureText(box.statusReason, box.errorCode)})` : box.status,
+    ],
     ["desired", box.desiredState],
     ["template", box.template],
     ["size", box.size],
@@ -221,7 +224,8 @@ function printBox(app: App, box: Box, last: Job | undefined): void {
   ];
   if (Object.keys(box.env).length > 0) pairs.push(["env", Object.keys(box.env).sort().join(", ")]);
   if (last) {
-    const error = last.error ? `: ${last.error}` : "";
+    const reason = failureText(last.error, last.errorCode);
+    const error = reason ? `: ${reason}` : "";
     pairs.push([
       "last job",
       `${last.action} ${last.status} ${formatAge(last.createdAt, now)} (${shortId(last.id)})${error}`,

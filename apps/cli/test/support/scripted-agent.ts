@@ -23,8 +23,8 @@ const STEPS: Record<JobAction, StepName[]> = {
 export interface ScriptedAgentOptions {
   /** Pause after each step starts, so a watcher can see it running. */
   stepDelayMs?: number;
-  /** Return an error message to make the job fail at its last step. */
-  failWith?: (job: ClaimedJob) => string | null;
+  /** Return an error (its code and message) to make the job fail at its last step. */
+  failWith?: (job: ClaimedJob) => { code: string; error: string } | null;
 }
 
 export interface ScriptedAgent {
@@ -79,14 +79,14 @@ export async function startScriptedAgent(
         type: "step",
         name: step,
         status: fails ? "failed" : "succeeded",
-        detail: fails ? failure : undefined,
+        detail: fails ? failure?.error : undefined,
       });
       if (fails) break;
     }
     await send(
       failure !== null
-        ? { type: "result", ok: false, error: failure }
-        : { type: "result", ok: true, data: job.action === "create" ? { ip: `10.0.0.${ipCounter++}` } : {} },
+        ? { type: "result", ok: false, ...failure }
+        : { type: "result", ok: true, data: job.action === "delete" ? {} : { ip: `10.0.0.${ipCounter++}` } },
     );
     finished.push(job.id);
   };

@@ -43,7 +43,8 @@ export function JobSteps({ job }: { job: Job }) {
       {job.error && (
         <div className="notice notice-error" role="alert">
           <p>
-            <strong>This did not finish:</strong> {job.error}
+            <strong>This did not finish:</strong> {job.error}{" "}
+            {job.errorCode && <code className="error-code">{job.errorCode}</code>}
           </p>
         </div>
       )}

@@ -58,7 +58,9 @@ export function BoxPage({ slug }: { slug: string }) {
       </div>
       {b.statusReason && b.status === "error" && (
         <div className="notice notice-error" role="alert">
-          <p>{b.statusReason}</p>
+          <p>
+            {b.statusReason} {b.errorCode && <code className="error-code">{b.errorCode}</code>}
+          </p>
         </div>
       )}
       <div className="box-grid">

@@ -56,7 +56,7 @@ export class ManualAgent {
     this.send(job, {
       type: "result",
       ok: true,
-      data: job.action === "create" ? { ip: `10.0.0.${this.ip++}` } : {},
+      data: job.action === "delete" ? {} : { ip: `10.0.0.${this.ip++}` },
     });
 
   /** Ships serial-log lines of a box on this server (each takes its UTF-8 length and a newline). */

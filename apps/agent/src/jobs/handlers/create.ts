@@ -1,7 +1,6 @@
-import { BoxJobPayload } from "@doppio/contracts";
 import { AgentError } from "../../errors.ts";
 import type { StepReporter } from "../../vmm/executor.ts";
-import { defineHandler, type HandlerDeps } from "../registry.ts";
+import type { HandlerDeps, JobHandler } from "../registry.ts";
 import { boxRecord, freshSecrets, publishRunning, specFromPayload, vmSpec } from "./common.ts";
 
 /**
@@ -10,8 +9,7 @@ import { boxRecord, freshSecrets, publishRunning, specFromPayload, vmSpec } from
  * is the same, the secrets are the stored ones, and a VM that already runs is adopted.
  * A create that fails after taking an address gives back what it took (see undoCreate).
  */
-export const createHandler = defineHandler({
-  schema: BoxJobPayload,
+export const createHandler: JobHandler<"create"> = {
   async run(deps, p, job, report) {
     const { slug } = p;
     const state = await report.step("check_state", () => deps.executor.inspect(slug));
@@ -57,7 +55,7 @@ export const createHandler = defineHandler({
       throw err;
     }
   },
-});
+};
 
 /**
  * After a failed create: whatever VM artifacts are left (executors clean up their own

@@ -1,9 +1,7 @@
-import { BoxJobPayload } from "@doppio/contracts";
-import { defineHandler } from "../registry.ts";
+import type { JobHandler } from "../registry.ts";
 
 /** delete: routes off first (no traffic to a dying VM), then every artifact, then the address. */
-export const deleteHandler = defineHandler({
-  schema: BoxJobPayload,
+export const deleteHandler: JobHandler<"delete"> = {
   async run(deps, p, _job, report) {
     const { slug } = p;
     const state = await report.step("check_state", () => deps.executor.inspect(slug));
@@ -15,6 +13,6 @@ export const deleteHandler = defineHandler({
       deps.ipPool.free(slug);
       deps.boxes.remove(slug);
     });
-    return undefined;
+    return {};
   },
-});
+};

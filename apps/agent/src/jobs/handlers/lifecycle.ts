@@ -1,7 +1,7 @@
-import { BoxJobPayload } from "@doppio/contracts";
+import type { BoxJobPayload } from "@doppio/contracts";
 import { AgentError } from "../../errors.ts";
 import type { StoredBox } from "../../store/boxes.ts";
-import { defineHandler, type HandlerDeps } from "../registry.ts";
+import type { HandlerDeps, JobHandler } from "../registry.ts";
 import {
   boxRecord,
   freshSecrets,
@@ -25,8 +25,7 @@ function knownBox(deps: HandlerDeps, p: BoxJobPayload, state: string): Omit<Stor
 }
 
 /** start: cold-boot from the box's own disks; a box already running is adopted as is. */
-export const startHandler = defineHandler({
-  schema: BoxJobPayload,
+export const startHandler: JobHandler<"start"> = {
   async run(deps, p, _job, report) {
     const state = await report.step("check_state", () => deps.executor.inspect(p.slug));
     const box = { ...knownBox(deps, p, state), desiredState: "running" as const };
@@ -37,11 +36,10 @@ export const startHandler = defineHandler({
     await report.step("add_routes", async () => publishRunning(deps, p.slug, box.spec, ready));
     return { ip: box.ip };
   },
-});
+};
 
 /** stop: desired state first (so reconcile will not restart it), then kill the VMM; disks stay. */
-export const stopHandler = defineHandler({
-  schema: BoxJobPayload,
+export const stopHandler: JobHandler<"stop"> = {
   async run(deps, p, _job, report) {
     const state = await report.step("check_state", () => deps.executor.inspect(p.slug));
     const box = { ...knownBox(deps, p, state), desiredState: "stopped" as const };
@@ -50,11 +48,10 @@ export const stopHandler = defineHandler({
     if (state === "running") await deps.executor.stop(p.slug, report);
     return { ip: box.ip };
   },
-});
+};
 
 /** reset: rebuild from golden keeping slug, address and URLs; a new clone gets new secrets. */
-export const resetHandler = defineHandler({
-  schema: BoxJobPayload,
+export const resetHandler: JobHandler<"reset"> = {
   async run(deps, p, job, report) {
     const state = await report.step("check_state", () => deps.executor.inspect(p.slug));
     const known = knownBox(deps, p, state);
@@ -66,4 +63,4 @@ export const resetHandler = defineHandler({
     await report.step("add_routes", async () => publishRunning(deps, p.slug, box.spec, upstream));
     return { ip: box.ip };
   },
-});
+};

@@ -1,8 +1,7 @@
-import { TemplateJobPayload } from "@doppio/contracts";
 import { AgentError, failureMessage } from "../../errors.ts";
 import { goldenStatus } from "../../images/golden-status.ts";
 import type { GoldenInfo, StepReporter, TemplateSpec } from "../../vmm/executor.ts";
-import { defineHandler, type HandlerDeps } from "../registry.ts";
+import type { HandlerDeps, JobHandler } from "../registry.ts";
 
 /**
  * The template as configured on this host, at the control plane's `version`, built from the
@@ -30,7 +29,11 @@ async function templateSpec(deps: HandlerDeps, name: string, version: string): P
 }
 
 /** Builds the golden from `spec.imageVersion`; on success that image's golden is fresh. */
-async function buildGolden(deps: HandlerDeps, spec: TemplateSpec, report: StepReporter): Promise<GoldenInfo> {
+async function buildGolden(
+  deps: HandlerDeps,
+  spec: TemplateSpec,
+  report: StepReporter,
+): Promise<GoldenInfo & { status: "ready" }> {
   const info = await deps.executor.buildGolden(spec, report);
   if (info.status !== "ready") {
     throw new AgentError(
@@ -39,12 +42,11 @@ async function buildGolden(deps: HandlerDeps, spec: TemplateSpec, report: StepRe
     );
   }
   await deps.images?.markGoldenFresh(spec.name, spec.imageVersion);
-  return info;
+  return { ...info, status: info.status };
 }
 
 /** build_golden: the executor serialises builds per template and reports its own steps. */
-export const buildGoldenHandler = defineHandler({
-  schema: TemplateJobPayload,
+export const buildGoldenHandler: JobHandler<"build_golden"> = {
   async run(deps, p, _job, report) {
     const spec = await templateSpec(deps, p.template, p.templateVersion);
     const info = await buildGolden(deps, spec, report);
@@ -56,7 +58,7 @@ export const buildGoldenHandler = defineHandler({
       builtAt: info.builtAt,
     };
   },
-});
+};
 
 /**
  * build_image: builds the image into the store; unless the template's golden is already
@@ -64,8 +66,7 @@ export const buildGoldenHandler = defineHandler({
  * same job, so the host offers the template again only once new boxes restore from the new
  * image. Boxes already running keep the golden build their disks back onto.
  */
-export const buildImageHandler = defineHandler({
-  schema: TemplateJobPayload,
+export const buildImageHandler: JobHandler<"build_image"> = {
   async run(deps, p, _job, report) {
     if (!deps.imageBuilder || !deps.images) {
       throw new AgentError(
@@ -101,10 +102,9 @@ export const buildImageHandler = defineHandler({
     return {
       ...built,
       imageVersion: spec.imageVersion,
-      cached: built.cached === true,
       goldenRebuilt,
       golden: { status: golden.status, version: golden.version, imageVersion: golden.imageVersion },
       goldenStale: golden.status === "stale",
     };
   },
-});
+};
