@@ -1,15 +1,11 @@
 import { existsSync } from "node:fs";
+import { ROUTE_TAGS, SECURITY_SCHEMES } from "@doppio/contracts";
 import cookie from "@fastify/cookie";
 import rateLimit from "@fastify/rate-limit";
 import fastifyStatic from "@fastify/static";
 import swagger from "@fastify/swagger";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
-import {
-  jsonSchemaTransform,
-  serializerCompiler,
-  validatorCompiler,
-  type ZodTypeProvider,
-} from "fastify-type-provider-zod";
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Logger } from "pino";
 import type { ApiConfig } from "./config.ts";
 import { type Clock, type Ctx, systemClock } from "./context.ts";
@@ -26,6 +22,7 @@ import { agentRoutes } from "./routes/agent.ts";
 import { agentGitRoutes } from "./routes/agent-git.ts";
 import { authRoutes } from "./routes/auth.ts";
 import { boxRoutes } from "./routes/boxes.ts";
+import { openApiTransform } from "./routes/contract.ts";
 import { eventRoutes } from "./routes/events.ts";
 import { agentLogRoutes, logRoutes } from "./routes/logs.ts";
 import { serverRoutes } from "./routes/servers.ts";
@@ -87,15 +84,19 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   await app.register(rateLimit, { global: false });
   await app.register(swagger, {
     openapi: {
-      info: { title: "doppiobox control plane", version: "1" },
-      components: {
-        securitySchemes: {
-          session: { type: "apiKey", in: "cookie", name: "doppio_session" },
-          bearer: { type: "http", scheme: "bearer" },
-        },
+      openapi: "3.0.3",
+      info: {
+        title: "doppiobox control plane",
+        version: "1",
+        description:
+          "Boxes (microVMs with a Frappe site and VS Code) for your team, the hosts that run them, and the protocol their agents speak. Every refusal is `{error: {code, message, details?}}` with a code from a closed set. A typed TypeScript client is packages/sdk.",
       },
+      // Where this control plane says it is (the origin its CSRF check expects).
+      servers: [{ url: new URL(config.publicUrl).origin, description: "this control plane" }],
+      tags: Object.entries(ROUTE_TAGS).map(([name, description]) => ({ name, description })),
+      components: { securitySchemes: SECURITY_SCHEMES },
     },
-    transform: jsonSchemaTransform,
+    transform: openApiTransform,
   });
 
   app.addHook("onResponse", async (req, reply) => {

@@ -18,8 +18,9 @@ import {
 /**
  * Every route and method of /openapi.json, anonymous and with the session cookie and a
  * bearer token, with valid requests and broken ones (support/fuzz.ts). Whatever arrives,
- * the API must answer below 500, in the one error shape when it refuses, and without
- * blocking its event loop for more than 100 ms. Seeded: the same requests on every run.
+ * the API must answer below 500, with a status the description documents for that
+ * operation, in the one error shape when it refuses, and without blocking its event loop
+ * for more than 100 ms. Seeded: the same requests on every run.
  */
 const SEED = 20261201;
 const BODY_VARIANTS = 16;
@@ -34,6 +35,7 @@ interface Operation {
   path: string;
   parameters?: Parameter[];
   requestBody?: { content?: Record<string, { schema?: Schema }> };
+  responses?: Record<string, unknown>;
 }
 
 interface Probe {
@@ -141,12 +143,15 @@ describeOnEachDb(
           return `no answer (${(err as Error).message})`;
         }
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+        // Every answer is one the description promises for this operation.
+        const undocumented = !(String(res.status) in (op.responses ?? {}));
         if (res.headers.get("content-type")?.startsWith("text/event-stream")) {
           await res.body?.cancel();
-          return null;
+          return undocumented ? `${res.status} is not documented` : null;
         }
         const text = await res.text();
         if (res.status >= 500) return `${res.status} ${text.slice(0, 200)}`;
+        if (undocumented) return `${res.status} is not documented: ${text.slice(0, 200)}`;
         if (res.status < 400) return null;
         let parsed: unknown = text;
         try {

@@ -30,64 +30,13 @@ import {
 import { Box, CreateBoxRequest, UpdateBoxRequest } from "./box.ts";
 import { Job } from "./job.ts";
 import { LogBatch, LogBatchAck, LogLine, LogsPage, LogsQuery } from "./logs.ts";
+import { type HttpMethod, NoContent, route } from "./route.ts";
 
 /**
  * Every HTTP route of the control plane, defined once: method, path, inputs and the answer
  * per status. The routes (apps/api/src/routes) register these; the clients (CLI, dashboard)
  * build their URLs from them and parse each answer with the same schema.
  */
-
-export type HttpMethod = "GET" | "POST" | "PATCH" | "DELETE";
-
-export interface Route<
-  M extends HttpMethod = HttpMethod,
-  P extends z.ZodType | undefined = z.ZodType | undefined,
-  Q extends z.ZodType | undefined = z.ZodType | undefined,
-  B extends z.ZodType | undefined = z.ZodType | undefined,
-  R extends Record<number, z.ZodType> = Record<number, z.ZodType>,
-  E extends Record<string, z.ZodType> | undefined = Record<string, z.ZodType> | undefined,
-> {
-  method: M;
-  /** Fastify's spelling: `/api/v1/boxes/:slug`. */
-  path: string;
-  params: P;
-  query: Q;
-  body: B;
-  /** The answer's body per success status; `NoContent` for none. */
-  responses: R;
-  /** A server-sent event stream instead of a JSON answer: each event's name and `data`. */
-  events: E;
-}
-
-function route<
-  const M extends HttpMethod,
-  P extends z.ZodType | undefined = undefined,
-  Q extends z.ZodType | undefined = undefined,
-  B extends z.ZodType | undefined = undefined,
-  const R extends Record<number, z.ZodType> = Record<never, z.ZodType>,
-  E extends Record<string, z.ZodType> | undefined = undefined,
->(def: {
-  method: M;
-  path: string;
-  params?: P;
-  query?: Q;
-  body?: B;
-  responses?: R;
-  events?: E;
-}): Route<M, P, Q, B, R, E> {
-  return {
-    method: def.method,
-    path: def.path,
-    params: def.params as P,
-    query: def.query as Q,
-    body: def.body as B,
-    responses: (def.responses ?? {}) as R,
-    events: def.events as E,
-  };
-}
-
-/** No body (204 No Content, 302 redirects). */
-export const NoContent = z.null();
 
 // Any string reaches the handler; one that cannot be a slug is simply a box that does not exist.
 export const SlugParams = z.object({ slug: z.string().max(1024) });
@@ -101,60 +50,153 @@ export const AccessOpenQuery = z.object({
 /** The `lines` event of a box's log stream; its SSE id is the last line's seq. */
 export const LogLinesEvent = z.object({ lines: z.array(LogLine) });
 
-const boxAction = <const M extends HttpMethod>(method: M, path: string) =>
-  route({ method, path, params: SlugParams, responses: { 200: BoxWithJob, 202: BoxWithJob } });
+const boxAction = <const M extends HttpMethod>(method: M, path: string, summary: string) =>
+  route({
+    method,
+    path,
+    summary,
+    tag: "boxes",
+    auth: "user",
+    // 409: the box's state does not allow it, or another action is in flight.
+    errors: [409],
+    params: SlugParams,
+    responses: { 200: BoxWithJob, 202: BoxWithJob },
+  });
 
 export const routes = {
-  signup: route({ method: "POST", path: "/api/v1/auth/signup", body: SignupRequest, responses: { 201: Me } }),
-  login: route({ method: "POST", path: "/api/v1/auth/login", body: LoginRequest, responses: { 200: Me } }),
-  logout: route({ method: "POST", path: "/api/v1/auth/logout", responses: { 204: NoContent } }),
-  getMe: route({ method: "GET", path: "/api/v1/me", responses: { 200: Me } }),
+  signup: route({
+    method: "POST",
+    path: "/api/v1/auth/signup",
+    summary: "Create an account and sign in (sets the session cookie)",
+    tag: "auth",
+    auth: "none",
+    errors: [409, 429],
+    body: SignupRequest,
+    responses: { 201: Me },
+  }),
+  login: route({
+    method: "POST",
+    path: "/api/v1/auth/login",
+    summary: "Sign in with email and password (sets the session cookie)",
+    tag: "auth",
+    auth: "none",
+    errors: [401, 429],
+    body: LoginRequest,
+    responses: { 200: Me },
+  }),
+  logout: route({
+    method: "POST",
+    path: "/api/v1/auth/logout",
+    summary: "End the session of the cookie sent, and the box access it opened",
+    tag: "auth",
+    auth: "session",
+    responses: { 204: NoContent },
+  }),
+  getMe: route({
+    method: "GET",
+    path: "/api/v1/me",
+    summary: "The signed-in user and their team",
+    tag: "auth",
+    auth: "user",
+    responses: { 200: Me },
+  }),
 
-  listTokens: route({ method: "GET", path: "/api/v1/tokens", responses: { 200: TokenList } }),
+  listTokens: route({
+    method: "GET",
+    path: "/api/v1/tokens",
+    summary: "List your personal API tokens (never their secrets)",
+    tag: "tokens",
+    auth: "user",
+    responses: { 200: TokenList },
+  }),
   createToken: route({
     method: "POST",
     path: "/api/v1/tokens",
+    summary: "Create a personal API token; its secret is shown this once",
+    tag: "tokens",
+    auth: "user",
     body: CreateTokenRequest,
     responses: { 201: CreatedToken },
   }),
   revokeToken: route({
     method: "DELETE",
     path: "/api/v1/tokens/:id",
+    summary: "Revoke a personal API token and the box access it opened",
+    tag: "tokens",
+    auth: "user",
     params: IdParams,
     responses: { 204: NoContent },
   }),
 
-  listTemplates: route({ method: "GET", path: "/api/v1/templates", responses: { 200: TemplateList } }),
-  listBoxes: route({ method: "GET", path: "/api/v1/boxes", responses: { 200: BoxList } }),
+  listTemplates: route({
+    method: "GET",
+    path: "/api/v1/templates",
+    summary: "List the templates boxes are made from, and where each is ready",
+    tag: "boxes",
+    auth: "user",
+    responses: { 200: TemplateList },
+  }),
+  listBoxes: route({
+    method: "GET",
+    path: "/api/v1/boxes",
+    summary: "List your team's boxes",
+    tag: "boxes",
+    auth: "user",
+    responses: { 200: BoxList },
+  }),
   createBox: route({
     method: "POST",
     path: "/api/v1/boxes",
+    summary: "Create a box; answers at once with the queued create job",
+    tag: "boxes",
+    auth: "user",
+    // 403: box quota reached; 409: name taken; 429: create rate; 503: no server can take it.
+    errors: [409, 429, 503],
     body: CreateBoxRequest,
     responses: { 202: BoxWithJob },
   }),
-  getBox: route({ method: "GET", path: "/api/v1/boxes/:slug", params: SlugParams, responses: { 200: Box } }),
+  getBox: route({
+    method: "GET",
+    path: "/api/v1/boxes/:slug",
+    summary: "One box: state, allowed actions, URLs, environment",
+    tag: "boxes",
+    auth: "user",
+    params: SlugParams,
+    responses: { 200: Box },
+  }),
   updateBox: route({
     method: "PATCH",
     path: "/api/v1/boxes/:slug",
+    summary: "Replace a box's environment variables (applied at its next start)",
+    tag: "boxes",
+    auth: "user",
     params: SlugParams,
     body: UpdateBoxRequest,
     responses: { 200: Box },
   }),
-  // start/stop/reset are POSTs on the box; delete is DELETE of it. 202 with the queued job,
-  // or 200 with the identical job already in flight.
-  startBox: boxAction("POST", "/api/v1/boxes/:slug/start"),
-  stopBox: boxAction("POST", "/api/v1/boxes/:slug/stop"),
-  resetBox: boxAction("POST", "/api/v1/boxes/:slug/reset"),
-  deleteBox: boxAction("DELETE", "/api/v1/boxes/:slug"),
+  startBox: boxAction("POST", "/api/v1/boxes/:slug/start", "Start a stopped box"),
+  stopBox: boxAction("POST", "/api/v1/boxes/:slug/stop", "Stop a running box (its disk is kept)"),
+  resetBox: boxAction(
+    "POST",
+    "/api/v1/boxes/:slug/reset",
+    "Reset a box to its template (its data volume is kept)",
+  ),
+  deleteBox: boxAction("DELETE", "/api/v1/boxes/:slug", "Delete a box and everything on it"),
   listBoxJobs: route({
     method: "GET",
     path: "/api/v1/boxes/:slug/jobs",
+    summary: "A box's jobs, newest first, with their steps",
+    tag: "boxes",
+    auth: "user",
     params: SlugParams,
     responses: { 200: JobList },
   }),
   getBoxLogs: route({
     method: "GET",
     path: "/api/v1/boxes/:slug/logs",
+    summary: "A page of a box's guest log (the newest lines, or those after a seq)",
+    tag: "logs",
+    auth: "user",
     params: SlugParams,
     query: LogsQuery,
     responses: { 200: LogsPage },
@@ -162,42 +204,74 @@ export const routes = {
   streamBoxLogs: route({
     method: "GET",
     path: "/api/v1/boxes/:slug/logs/stream",
+    summary: "Follow a box's guest log: `lines` events, resumable by Last-Event-ID",
+    tag: "logs",
+    auth: "user",
     params: SlugParams,
     query: LogsQuery,
     events: { lines: LogLinesEvent },
   }),
-  /** The team's box and job changes as they happen. */
-  streamEvents: route({ method: "GET", path: "/api/v1/events", events: { box: Box, job: Job } }),
-  /** Private box URLs: a signed-in owner is redirected to the box with a hand-off token. */
+  streamEvents: route({
+    method: "GET",
+    path: "/api/v1/events",
+    summary: "Follow your team's box and job changes: `box` and `job` events",
+    tag: "realtime",
+    auth: "user",
+    events: { box: Box, job: Job },
+  }),
   openBoxAccess: route({
     method: "GET",
     path: "/api/v1/access/open",
+    summary: "Open a private box URL: its owner is redirected there with a hand-off token, others to sign in",
+    tag: "access",
+    auth: "user-or-redirect",
+    errors: [404],
     query: AccessOpenQuery,
     responses: { 302: NoContent },
   }),
 
-  listServers: route({ method: "GET", path: "/api/v1/servers", responses: { 200: ServerList } }),
+  listServers: route({
+    method: "GET",
+    path: "/api/v1/servers",
+    summary: "List hosts with their capacity, use, heartbeat and golden snapshots",
+    tag: "servers",
+    auth: "admin",
+    responses: { 200: ServerList },
+  }),
   registerServer: route({
     method: "POST",
     path: "/api/v1/servers",
+    summary: "Register a host; its agent token is shown this once",
+    tag: "servers",
+    auth: "admin",
+    errors: [409],
     body: RegisterServerRequest,
     responses: { 201: RegisteredServer },
   }),
   getServer: route({
     method: "GET",
     path: "/api/v1/servers/:name",
+    summary: "One host",
+    tag: "servers",
+    auth: "admin",
     params: ServerNameParams,
     responses: { 200: Server },
   }),
   rotateServerToken: route({
     method: "POST",
     path: "/api/v1/servers/:name/token",
+    summary: "Replace a host's agent token; the old one stops working",
+    tag: "servers",
+    auth: "admin",
     params: ServerNameParams,
     responses: { 200: RotatedAgentToken },
   }),
   buildGolden: route({
     method: "POST",
     path: "/api/v1/servers/:name/golden",
+    summary: "Queue a golden snapshot build of a template on a host",
+    tag: "servers",
+    auth: "admin",
     params: ServerNameParams,
     body: TemplateJobRequest,
     responses: { 202: Job },
@@ -205,6 +279,9 @@ export const routes = {
   buildImage: route({
     method: "POST",
     path: "/api/v1/servers/:name/images",
+    summary: "Queue an image build of a template on a host (then its golden snapshot)",
+    tag: "servers",
+    auth: "admin",
     params: ServerNameParams,
     body: TemplateJobRequest,
     responses: { 202: Job },
@@ -214,12 +291,18 @@ export const routes = {
   claimJobs: route({
     method: "POST",
     path: "/agent/v1/jobs/claim",
+    summary: "Long-poll for this host's next jobs",
+    tag: "agent",
+    auth: "agent",
     body: ClaimRequest,
     responses: { 200: ClaimResponse },
   }),
   reportJobEvents: route({
     method: "POST",
     path: "/agent/v1/jobs/:id/events",
+    summary: "Report a job's events in sequence (started, steps, log, result)",
+    tag: "agent",
+    auth: "agent",
     params: IdParams,
     body: JobEventsRequest,
     responses: { 200: JobEventsResponse },
@@ -227,12 +310,19 @@ export const routes = {
   heartbeat: route({
     method: "POST",
     path: "/agent/v1/heartbeat",
+    summary: "Report the host's inventory, capacity and golden status; learn the expected boxes",
+    tag: "agent",
+    auth: "agent",
     body: Heartbeat,
     responses: { 200: HeartbeatResponse },
   }),
   issueGitCredential: route({
     method: "POST",
     path: "/agent/v1/boxes/:slug/git-credential",
+    summary: "A short-lived Git credential for one of this host's boxes",
+    tag: "agent",
+    auth: "agent",
+    errors: [503],
     params: z.object({ slug: z.string().min(1).max(200) }),
     body: GitCredentialRequest,
     responses: { 200: GitCredential },
@@ -240,6 +330,9 @@ export const routes = {
   shipBoxLogs: route({
     method: "POST",
     path: "/agent/v1/boxes/:slug/logs",
+    summary: "Ship complete lines of a box's serial log",
+    tag: "agent",
+    auth: "agent",
     params: SlugParams,
     body: LogBatch,
     responses: { 200: LogBatchAck },
@@ -248,44 +341,3 @@ export const routes = {
 
 export type Routes = typeof routes;
 export type RouteName = keyof Routes;
-
-type Input<S> = S extends z.ZodType ? z.input<S> : undefined;
-type Nothing = Record<never, never>;
-
-/** What a caller gives a route: its path parameters, query and body, each only when it has one. */
-export type RouteInput<R extends Route> = (R["params"] extends z.ZodType
-  ? { params: Input<R["params"]> }
-  : Nothing) &
-  (R["query"] extends z.ZodType ? { query?: Input<R["query"]> } : Nothing) &
-  (R["body"] extends z.ZodType ? { body: Input<R["body"]> } : Nothing);
-
-/** The parsed answer of a route: the union of its success bodies. */
-export type RouteOutput<R extends Route> = {
-  [S in keyof R["responses"]]: z.output<R["responses"][S]>;
-}[keyof R["responses"]];
-
-/** The data of each event a streaming route sends, by event name. */
-export type RouteEvents<R extends Route> = {
-  [E in keyof NonNullable<R["events"]>]: z.output<NonNullable<R["events"]>[E]>;
-};
-
-/**
- * The path and query of one call: `:name` segments filled in (URL-encoded), query fields
- * in the order given, unset ones left out.
- */
-export function routeUrl(
-  route: Route,
-  input: { params?: Record<string, string | number>; query?: Record<string, unknown> } = {},
-): string {
-  const path = route.path.replace(/:([A-Za-z]+)/g, (_, name: string) => {
-    const value = input.params?.[name];
-    if (value === undefined) throw new Error(`${route.path}: no value for :${name}`);
-    return encodeURIComponent(String(value));
-  });
-  const query = new URLSearchParams();
-  for (const [key, value] of Object.entries(input.query ?? {})) {
-    if (value !== undefined && value !== null) query.set(key, String(value));
-  }
-  const qs = query.toString();
-  return qs ? `${path}?${qs}` : path;
-}

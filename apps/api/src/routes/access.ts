@@ -16,7 +16,7 @@ export function accessRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const user = requireUser(ctx);
   return async (app) => {
     app.route({
-      ...endpoint(routes.openBoxAccess, { tags: ["access"] }),
+      ...endpoint("openBoxAccess"),
       handler: async (req, reply) => {
         try {
           await user(req, reply);

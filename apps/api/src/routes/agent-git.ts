@@ -1,4 +1,3 @@
-import { routes } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { Ctx } from "../context.ts";
 import { requireAgent } from "../http/auth.ts";
@@ -13,7 +12,7 @@ export function agentGitRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const agent = requireAgent(ctx);
   return async (app) => {
     app.route({
-      ...endpoint(routes.issueGitCredential, { tags: ["agent"] }),
+      ...endpoint("issueGitCredential"),
       onRequest: agent,
       handler: async (req, reply) => {
         reply.header("cache-control", "no-store");

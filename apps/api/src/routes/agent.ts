@@ -1,4 +1,3 @@
-import { routes } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { Ctx } from "../context.ts";
 import { requireAgent } from "../http/auth.ts";
@@ -6,14 +5,12 @@ import { applyAgentEvents, longPollClaim } from "../services/jobs.ts";
 import { recordHeartbeat } from "../services/servers.ts";
 import { endpoint } from "./contract.ts";
 
-const doc = { tags: ["agent"] };
-
 /** The agent protocol: outbound-only from the host, bearer = the server's agent token. */
 export function agentRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const agent = requireAgent(ctx);
   return async (app) => {
     app.route({
-      ...endpoint(routes.claimJobs, doc),
+      ...endpoint("claimJobs"),
       onRequest: agent,
       handler: async (req, reply) => {
         // Stop waiting (and claim nothing more) the moment the agent hangs up.
@@ -32,13 +29,13 @@ export function agentRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     });
 
     app.route({
-      ...endpoint(routes.reportJobEvents, doc),
+      ...endpoint("reportJobEvents"),
       onRequest: agent,
       handler: async (req) => applyAgentEvents(ctx, req.agentServer!, req.params.id, req.body.events),
     });
 
     app.route({
-      ...endpoint(routes.heartbeat, doc),
+      ...endpoint("heartbeat"),
       onRequest: agent,
       handler: async (req) => recordHeartbeat(ctx, req.agentServer!, req.body),
     });

@@ -1,4 +1,3 @@
-import { routes } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
@@ -35,7 +34,7 @@ export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     };
 
     app.route({
-      ...endpoint(routes.signup, { tags: ["auth"] }),
+      ...endpoint("signup"),
       config: { rateLimit },
       handler: async (req, reply) => {
         const principal = await signup(ctx, req.body);
@@ -45,7 +44,7 @@ export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     });
 
     app.route({
-      ...endpoint(routes.login, { tags: ["auth"] }),
+      ...endpoint("login"),
       config: { rateLimit },
       handler: async (req, reply) => {
         const principal = await login(ctx, req.body.email, req.body.password);
@@ -55,7 +54,7 @@ export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     });
 
     app.route({
-      ...endpoint(routes.logout, { tags: ["auth"] }),
+      ...endpoint("logout"),
       onRequest: sameOrigin,
       handler: async (req, reply) => {
         const cookie = req.cookies[SESSION_COOKIE];
@@ -67,26 +66,26 @@ export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     });
 
     app.route({
-      ...endpoint(routes.getMe, { tags: ["auth"] }),
+      ...endpoint("getMe"),
       onRequest: user,
       handler: async (req) => toMe(req.principal!),
     });
 
     app.route({
-      ...endpoint(routes.listTokens, { tags: ["tokens"] }),
+      ...endpoint("listTokens"),
       onRequest: user,
       handler: async (req) => ({ tokens: await listApiTokens(ctx, req.principal!) }),
     });
 
     app.route({
-      ...endpoint(routes.createToken, { tags: ["tokens"] }),
+      ...endpoint("createToken"),
       onRequest: user,
       handler: async (req, reply) =>
         reply.code(201).send(await createApiToken(ctx, req.principal!, req.body)),
     });
 
     app.route({
-      ...endpoint(routes.revokeToken, { tags: ["tokens"] }),
+      ...endpoint("revokeToken"),
       onRequest: user,
       handler: async (req, reply) => {
         await revokeApiToken(ctx, req.principal!, req.params.id);

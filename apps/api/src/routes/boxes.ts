@@ -1,4 +1,3 @@
-import { routes } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { Ctx } from "../context.ts";
 import { AppError, notFound } from "../errors.ts";
@@ -8,8 +7,6 @@ import { createBox, findBox, listBoxes, performAction, updateBoxEnv } from "../s
 import { listBoxJobs, toJob } from "../services/jobs.ts";
 import { listTemplates } from "../services/templates.ts";
 import { endpoint } from "./contract.ts";
-
-const doc = { tags: ["boxes"] };
 
 export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const user = requireUser(ctx);
@@ -22,13 +19,13 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     };
 
     app.route({
-      ...endpoint(routes.listTemplates, doc),
+      ...endpoint("listTemplates"),
       onRequest: user,
       handler: async () => ({ templates: await listTemplates(ctx) }),
     });
 
     app.route({
-      ...endpoint(routes.listBoxes, doc),
+      ...endpoint("listBoxes"),
       onRequest: user,
       handler: async (req) => ({
         boxes: (await listBoxes(ctx, req.principal!)).map((r) => toBox(r.box, r.server)),
@@ -36,7 +33,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     });
 
     app.route({
-      ...endpoint(routes.createBox, doc),
+      ...endpoint("createBox"),
       onRequest: user,
       handler: async (req, reply) => {
         // Every create that gets this far counts, refused or not: each costs a transaction.
@@ -57,13 +54,13 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     });
 
     app.route({
-      ...endpoint(routes.getBox, doc),
+      ...endpoint("getBox"),
       onRequest: user,
       handler: async (req) => (await view((await findBox(ctx, req.principal!, req.params.slug)).id)).box,
     });
 
     app.route({
-      ...endpoint(routes.updateBox, doc),
+      ...endpoint("updateBox"),
       onRequest: user,
       handler: async (req) => {
         const box = await findBox(ctx, req.principal!, req.params.slug);
@@ -74,14 +71,14 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
 
     // Same answer for each: 202 with the queued job, or 200 with the identical job already in flight.
     const actions = [
-      [routes.startBox, "start"],
-      [routes.stopBox, "stop"],
-      [routes.resetBox, "reset"],
-      [routes.deleteBox, "delete"],
+      ["startBox", "start"],
+      ["stopBox", "stop"],
+      ["resetBox", "reset"],
+      ["deleteBox", "delete"],
     ] as const;
     for (const [contract, action] of actions) {
       app.route({
-        ...endpoint(contract, doc),
+        ...endpoint(contract),
         onRequest: user,
         handler: async (req, reply) => {
           const box = await findBox(ctx, req.principal!, req.params.slug);
@@ -95,7 +92,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     }
 
     app.route({
-      ...endpoint(routes.listBoxJobs, doc),
+      ...endpoint("listBoxJobs"),
       onRequest: user,
       handler: async (req) => {
         const box = await findBox(ctx, req.principal!, req.params.slug);

@@ -1,4 +1,4 @@
-import { type RouteEvents, routes } from "@doppio/contracts";
+import type { RouteEvents, routes } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { Ctx } from "../context.ts";
 import { requireUser } from "../http/auth.ts";
@@ -16,7 +16,7 @@ export function eventRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const user = requireUser(ctx);
   return async (app) => {
     app.route({
-      ...endpoint(routes.streamEvents, { tags: ["realtime"], hide: true }),
+      ...endpoint("streamEvents"),
       onRequest: user,
       handler: async (req, reply) => {
         const release = ctx.streamSlots.acquire(req.principal!.userId);

@@ -1,4 +1,4 @@
-import { type LogLine, type RouteEvents, routes } from "@doppio/contracts";
+import type { LogLine, RouteEvents, routes } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { Ctx } from "../context.ts";
 import { requireAgent, requireUser } from "../http/auth.ts";
@@ -17,7 +17,7 @@ export function logRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const user = requireUser(ctx);
   return async (app) => {
     app.route({
-      ...endpoint(routes.getBoxLogs, { tags: ["logs"] }),
+      ...endpoint("getBoxLogs"),
       onRequest: user,
       handler: async (req) =>
         readLogs(ctx, (await findBox(ctx, req.principal!, req.params.slug)).id, req.query),
@@ -26,7 +26,7 @@ export function logRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     // `lines` events ({lines}) with the last line's seq as the event id, so an EventSource
     // that reconnects (Last-Event-ID) resumes exactly where it stopped.
     app.route({
-      ...endpoint(routes.streamBoxLogs, { tags: ["logs"] }),
+      ...endpoint("streamBoxLogs"),
       onRequest: user,
       handler: async (req, reply) => {
         const box = await findBox(ctx, req.principal!, req.params.slug);
@@ -70,7 +70,7 @@ export function agentLogRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const agent = requireAgent(ctx);
   return async (app) => {
     app.route({
-      ...endpoint(routes.shipBoxLogs, { tags: ["agent"] }),
+      ...endpoint("shipBoxLogs"),
       onRequest: agent,
       bodyLimit: BATCH_BODY_LIMIT,
       handler: async (req) => appendLogs(ctx, req.agentServer!, req.params.slug, req.body),

@@ -1,4 +1,3 @@
-import { routes } from "@doppio/contracts";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { Ctx } from "../context.ts";
 import { requireAdmin } from "../http/auth.ts";
@@ -12,38 +11,36 @@ import {
 } from "../services/servers.ts";
 import { endpoint } from "./contract.ts";
 
-const doc = { tags: ["servers"] };
-
 export function serverRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const admin = requireAdmin(ctx);
   return async (app) => {
     app.route({
-      ...endpoint(routes.listServers, doc),
+      ...endpoint("listServers"),
       onRequest: admin,
       handler: async () => ({ servers: await listServers(ctx) }),
     });
     app.route({
-      ...endpoint(routes.registerServer, doc),
+      ...endpoint("registerServer"),
       onRequest: admin,
       handler: async (req, reply) =>
         reply.code(201).send(await registerServer(ctx, req.principal!, req.body)),
     });
     app.route({
-      ...endpoint(routes.getServer, doc),
+      ...endpoint("getServer"),
       onRequest: admin,
       handler: async (req) => getServer(ctx, req.params.name),
     });
     app.route({
-      ...endpoint(routes.rotateServerToken, doc),
+      ...endpoint("rotateServerToken"),
       onRequest: admin,
       handler: async (req) => rotateServerToken(ctx, req.principal!, req.params.name),
     });
     for (const [contract, action] of [
-      [routes.buildGolden, "build_golden"],
-      [routes.buildImage, "build_image"],
+      ["buildGolden", "build_golden"],
+      ["buildImage", "build_image"],
     ] as const) {
       app.route({
-        ...endpoint(contract, doc),
+        ...endpoint(contract),
         onRequest: admin,
         handler: async (req, reply) => {
           const job = await enqueueTemplateJob(
