@@ -1,3 +1,5 @@
+import { CodedError } from "./coded-error.ts";
+
 /** The closed set of failures the agent core reports; the message is safe to show a user. */
 export const AGENT_ERROR_CODES = [
   "config_invalid",
@@ -13,20 +15,8 @@ export const AGENT_ERROR_CODES = [
 ] as const;
 export type AgentErrorCode = (typeof AGENT_ERROR_CODES)[number];
 
-export class AgentError extends Error {
-  readonly code: AgentErrorCode;
-  readonly details: Record<string, unknown> | undefined;
-
-  constructor(
-    code: AgentErrorCode,
-    message: string,
-    opts: { cause?: unknown; details?: Record<string, unknown> } = {},
-  ) {
-    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
-    this.name = "AgentError";
-    this.code = code;
-    this.details = opts.details;
-  }
+export class AgentError extends CodedError<AgentErrorCode> {
+  override readonly name = "AgentError";
 }
 
 /** The message a job result carries: ours verbatim, anything else by its message. */

@@ -1,3 +1,4 @@
+import { ERROR_STATUS, ErrorBody, type ErrorCode } from "@doppio/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   API_TOKEN,
@@ -116,6 +117,36 @@ describe("agent HTTP API", () => {
       expect(res.status).toBe(404);
       expect((await json(res)).error.code).toBe("not_found");
     }
+  });
+
+  it("answers every error with the contracts' error body and its code's status", async () => {
+    const auth = { authorization: `Bearer ${API_TOKEN}`, "content-type": "application/json" };
+    const build = (body: string) =>
+      fetch(`${base}/golden-snapshot/build`, { method: "POST", headers: auth, body });
+    const answers = [
+      await get("/vms"),
+      await get("/no-such-route", API_TOKEN),
+      await get("/vms/missing-box", API_TOKEN),
+      await build(JSON.stringify({})),
+      await build(JSON.stringify({ template: "nope" })),
+      await build("{not json"),
+    ];
+    const seen = [];
+    for (const res of answers) {
+      const body = await json(res);
+      expect(ErrorBody.strict().parse(body)).toEqual(body);
+      expect(Object.keys(body.error).sort()).toEqual(["code", "message"]);
+      expect(res.status).toBe(ERROR_STATUS[body.error.code as ErrorCode]);
+      seen.push(body.error.code);
+    }
+    expect(seen).toEqual([
+      "unauthorized",
+      "not_found",
+      "not_found",
+      "validation_failed",
+      "not_found",
+      "bad_request",
+    ]);
   });
 
   it("exposes metrics: jobs, step durations, outbox backlog, reconcile actions", async () => {

@@ -1,3 +1,5 @@
+import { CodedError } from "../coded-error.ts";
+
 export const EDGE_ERROR_CODES = [
   /** The Caddy admin API could not be reached at all. */
   "caddy_unreachable",
@@ -10,18 +12,6 @@ export const EDGE_ERROR_CODES = [
 ] as const;
 export type EdgeErrorCode = (typeof EDGE_ERROR_CODES)[number];
 
-export class EdgeError extends Error {
+export class EdgeError extends CodedError<EdgeErrorCode> {
   override readonly name = "EdgeError";
-  readonly code: EdgeErrorCode;
-  readonly details: Record<string, unknown> | undefined;
-
-  constructor(
-    code: EdgeErrorCode,
-    message: string,
-    opts: { cause?: unknown; details?: Record<string, unknown> } = {},
-  ) {
-    super(message, { cause: opts.cause });
-    this.code = code;
-    this.details = opts.details;
-  }
 }

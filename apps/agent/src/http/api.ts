@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import { slugProblem } from "@doppio/contracts";
+import { ERROR_STATUS, type ErrorBody, type ErrorCode, slugProblem } from "@doppio/contracts";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -37,8 +37,10 @@ export interface ApiDeps {
 
 const BuildBody = z.strictObject({ template: z.string().min(1) });
 
-function sendError(reply: FastifyReply, status: number, code: string, message: string, details?: unknown) {
-  return reply.code(status).send({ error: { code, message, ...(details === undefined ? {} : { details }) } });
+/** The contracts' one error body (packages/contracts/src/errors.ts), with its code's status by default. */
+function sendError(reply: FastifyReply, code: ErrorCode, message: string, status = ERROR_STATUS[code]) {
+  const body: ErrorBody = { error: { code, message } };
+  return reply.code(status).send(body);
 }
 
 function digest(s: string): Buffer {
@@ -58,15 +60,11 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
 
   app.setErrorHandler((err: { statusCode?: number; message: string }, _req, reply) => {
     const status = err.statusCode && err.statusCode < 500 ? err.statusCode : 500;
-    if (status === 500) d.log.error({ err }, "agent api error");
-    return sendError(
-      reply,
-      status,
-      status === 500 ? "internal" : "bad_request",
-      status === 500 ? "internal error" : err.message,
-    );
+    if (status !== 500) return sendError(reply, "bad_request", err.message, status);
+    d.log.error({ err }, "agent api error");
+    return sendError(reply, "internal", "internal error");
   });
-  app.setNotFoundHandler((_req, reply) => sendError(reply, 404, "not_found", "not found"));
+  app.setNotFoundHandler((_req, reply) => sendError(reply, "not_found", "not found"));
 
   app.get("/health", async () => ({ ok: true, version: AGENT_VERSION, backend: d.config.backend }));
 
@@ -77,17 +75,16 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
       const h = req.headers.authorization ?? "";
       const token = h.startsWith("Bearer ") ? h.slice(7) : "";
       if (!token || !timingSafeEqual(digest(token), expected)) {
-        return sendError(reply, 401, "unauthorized", "missing or wrong bearer token");
+        return sendError(reply, "unauthorized", "missing or wrong bearer token");
       }
     });
 
     api.post("/golden-snapshot/build", async (req, reply) => {
       const body = BuildBody.safeParse(req.body);
-      if (!body.success) return sendError(reply, 400, "validation_failed", "body must be {template}");
+      if (!body.success) return sendError(reply, "validation_failed", "body must be {template}");
       if (!d.config.templates.some((t) => t.name === body.data.template)) {
         return sendError(
           reply,
-          404,
           "not_found",
           `template "${body.data.template}" is not configured on this host`,
         );
@@ -136,10 +133,10 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
 
     api.get("/vms/:slug", async (req, reply) => {
       const { slug } = req.params as { slug: string };
-      if (slugProblem(slug)) return sendError(reply, 404, "not_found", `no box "${slug}" on this host`);
+      if (slugProblem(slug)) return sendError(reply, "not_found", `no box "${slug}" on this host`);
       const view = await vmView(slug);
       if (view.state === "gone" && !d.boxes.get(slug))
-        return sendError(reply, 404, "not_found", `no box "${slug}" on this host`);
+        return sendError(reply, "not_found", `no box "${slug}" on this host`);
       return view;
     });
 

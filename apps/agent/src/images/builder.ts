@@ -143,7 +143,9 @@ async function streamBuild(
   };
   const child = spawn(script, args, { env, stdio: ["ignore", "pipe", "pipe"] });
   const done = new Promise<void>((resolve, reject) => {
-    child.once("error", (err) => reject(new ImageError("build_failed", `cannot run ${script}`, err)));
+    child.once("error", (err) =>
+      reject(new ImageError("build_failed", `cannot run ${script}`, { cause: err })),
+    );
     child.once("close", (code) => {
       if (code === 0) return resolve();
       const msg = tail.join(" | ").slice(-1500);
@@ -190,7 +192,7 @@ function runScript(script: string, args: string[], env: NodeJS.ProcessEnv): Prom
     child.stderr.on("data", (d: Buffer) => {
       err += d;
     });
-    child.once("error", (e) => reject(new ImageError("build_failed", `cannot run ${script}`, e)));
+    child.once("error", (e) => reject(new ImageError("build_failed", `cannot run ${script}`, { cause: e })));
     child.once("close", (code) => {
       if (code === 0) return resolve(out);
       reject(

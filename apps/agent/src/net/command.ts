@@ -1,7 +1,8 @@
 import { execFile } from "node:child_process";
+import { CodedError } from "../coded-error.ts";
 
 /** A host command that failed: which one, its exit code and what it said on stderr. */
-export class CommandError extends Error {
+export class CommandError extends CodedError<"command_failed"> {
   override readonly name = "CommandError";
   readonly file: string;
   readonly args: readonly string[];
@@ -15,9 +16,13 @@ export class CommandError extends Error {
     stderr: string,
     cause?: unknown,
   ) {
-    super(`${file} ${args.join(" ")} failed (exit ${exitCode ?? "?"}): ${stderr.trim().slice(0, 500)}`, {
-      cause,
-    });
+    super(
+      "command_failed",
+      `${file} ${args.join(" ")} failed (exit ${exitCode ?? "?"}): ${stderr.trim().slice(0, 500)}`,
+      {
+        cause,
+      },
+    );
     this.file = file;
     this.args = args;
     this.exitCode = exitCode;

@@ -266,7 +266,9 @@ export class LinuxHostNetwork implements HostNetwork {
     try {
       return await run(file, args, { timeoutMs: 20_000, ...(input === undefined ? {} : { input }) });
     } catch (err) {
-      throw new NetworkError("command_failed", err instanceof Error ? err.message : String(err), err);
+      throw new NetworkError("command_failed", err instanceof Error ? err.message : String(err), {
+        cause: err,
+      });
     }
   }
 }

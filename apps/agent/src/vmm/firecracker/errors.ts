@@ -1,3 +1,5 @@
+import { CodedError } from "../../coded-error.ts";
+
 export const FIRECRACKER_ERROR_CODES = [
   /** Firecracker answered with a non-2xx status; `faultMessage` holds its `fault_message`. */
   "api_rejected",
@@ -17,9 +19,8 @@ export const FIRECRACKER_ERROR_CODES = [
 ] as const;
 export type FirecrackerErrorCode = (typeof FIRECRACKER_ERROR_CODES)[number];
 
-export class FirecrackerError extends Error {
+export class FirecrackerError extends CodedError<FirecrackerErrorCode> {
   override readonly name = "FirecrackerError";
-  readonly code: FirecrackerErrorCode;
   /** HTTP status and method/path of a rejected API call, when there was one. */
   readonly status: number | null;
   readonly request: string | null;
@@ -30,8 +31,7 @@ export class FirecrackerError extends Error {
     message: string,
     opts: { cause?: unknown; status?: number; request?: string; faultMessage?: string } = {},
   ) {
-    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
-    this.code = code;
+    super(code, message, { cause: opts.cause });
     this.status = opts.status ?? null;
     this.request = opts.request ?? null;
     this.faultMessage = opts.faultMessage ?? null;

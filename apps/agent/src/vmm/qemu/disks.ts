@@ -8,7 +8,7 @@ export async function createOverlay(backing: string, path: string): Promise<void
   try {
     await run("qemu-img", ["create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", backing, path]);
   } catch (err) {
-    throw new QemuError("disk_failed", `cannot create overlay ${path} on ${backing}`, err);
+    throw new QemuError("disk_failed", `cannot create overlay ${path} on ${backing}`, { cause: err });
   }
 }
 
@@ -40,6 +40,6 @@ export async function createVolume(path: string, gb: number): Promise<void> {
       path,
     ]);
   } catch (err) {
-    throw new QemuError("disk_failed", `cannot format volume ${path}`, err);
+    throw new QemuError("disk_failed", `cannot format volume ${path}`, { cause: err });
   }
 }

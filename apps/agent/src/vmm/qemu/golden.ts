@@ -151,7 +151,7 @@ export async function buildGoldenSnapshot(
     throw new QemuError(
       "golden_build_failed",
       `golden build of ${t.name}@${t.version} failed: ${(err as Error).message}`,
-      err,
+      { cause: err },
     );
   }
 }

@@ -33,7 +33,7 @@ export class QmpClient extends EventEmitter<{ event: [QmpEvent]; close: [] }> {
     socket.on("data", (chunk: string) => this.#onData(chunk));
     socket.on("close", () => this.#onClose(new QemuError("qmp_unreachable", "QMP socket closed")));
     socket.on("error", (err) =>
-      this.#onClose(new QemuError("qmp_unreachable", `QMP socket error: ${err.message}`, err)),
+      this.#onClose(new QemuError("qmp_unreachable", `QMP socket error: ${err.message}`, { cause: err })),
     );
   }
 
@@ -45,7 +45,7 @@ export class QmpClient extends EventEmitter<{ event: [QmpEvent]; close: [] }> {
         return await QmpClient.#tryConnect(path, Math.max(500, deadline - Date.now()));
       } catch (err) {
         if (Date.now() >= deadline) {
-          throw new QemuError("qmp_unreachable", `cannot connect to QMP at ${path}`, err);
+          throw new QemuError("qmp_unreachable", `cannot connect to QMP at ${path}`, { cause: err });
         }
         await delay(50);
       }
