@@ -1,6 +1,7 @@
 import { ERROR_STATUS, ErrorBody, type ErrorCode } from "@doppio/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  AGENT_PACKAGE_VERSION,
   API_TOKEN,
   startAgent,
   startCp,
@@ -38,7 +39,7 @@ describe("agent HTTP API", () => {
   it("answers /health without a token", async () => {
     const res = await get("/health");
     expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({ ok: true, backend: "qemu" });
+    expect(await res.json()).toEqual({ ok: true, version: AGENT_PACKAGE_VERSION, backend: "qemu" });
   });
 
   it("refuses every other route with a missing or wrong token, the same way", async () => {

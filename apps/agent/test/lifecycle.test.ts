@@ -1,6 +1,7 @@
 import { STEP_NAMES } from "@doppio/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  AGENT_PACKAGE_VERSION,
   boxJobs,
   startAgent,
   startCp,
@@ -84,7 +85,7 @@ describe("agent lifecycle through the real control plane", () => {
     expect(inventory).toEqual([{ slug: "alpha", state: "running", ip: "10.0.0.2" }]);
     const server = await cp.admin.get(`/api/v1/servers/${cp.serverName}`);
     expect(server.body.golden.minimal).toEqual({ status: "ready", version: "1" });
-    expect(server.body.agentVersion).toBe("0.1.0");
+    expect(server.body.agentVersion).toBe(AGENT_PACKAGE_VERSION);
   });
 
   it("stops, starts and resets the box, keeping its address; reset gives the clone new secrets", async () => {

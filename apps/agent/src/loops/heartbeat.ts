@@ -2,6 +2,7 @@ import { statfs } from "node:fs/promises";
 import os from "node:os";
 import type { Heartbeat, HeartbeatResponse } from "@doppio/contracts";
 import type { Logger } from "pino";
+import pkg from "../../package.json" with { type: "json" };
 import { backoffMs } from "../clock.ts";
 import type { AgentConfig } from "../config.ts";
 import type { ControlPlane } from "../control-plane.ts";
@@ -12,7 +13,8 @@ import type { JobStore } from "../store/jobs.ts";
 import type { Executor } from "../vmm/executor.ts";
 import { BackgroundLoop } from "./background-loop.ts";
 
-export const AGENT_VERSION = "0.1.0";
+/** What heartbeats and /health report: the agent package's own version. */
+export const AGENT_VERSION: string = pkg.version;
 
 export interface HeartbeatDeps {
   config: AgentConfig;

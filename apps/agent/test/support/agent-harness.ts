@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -16,6 +17,11 @@ import type { Backend } from "../../src/vmm/executor.ts";
 import { FakeExecutor, type FakeExecutorOptions } from "./fake-executor.ts";
 
 export const API_TOKEN = "test-agent-api-token-0123456789";
+
+/** apps/agent/package.json's version: what the agent must report (heartbeats, /health). */
+export const AGENT_PACKAGE_VERSION = (
+  JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
+).version;
 
 export interface TestCp {
   env: TestControlPlane;
