@@ -12,7 +12,7 @@ import type { HandlerDeps } from "../src/jobs/registry.ts";
 import { BoxStore } from "../src/store/boxes.ts";
 import { openStore } from "../src/store/db.ts";
 import { IpPool } from "../src/store/ip-pool.ts";
-import { testConfig } from "./support/agent-harness.ts";
+import { boxPayload, testConfig } from "./support/agent-harness.ts";
 import { FakeExecutor } from "./support/fake-executor.ts";
 
 const dataDir = mkdtempSync(join(tmpdir(), "doppio-urls-"));
@@ -38,20 +38,7 @@ function guestUrls(slug: string, host: Record<string, unknown>) {
     clock: systemClock,
     log: pino({ level: "silent" }),
   };
-  const spec = specFromPayload(
-    {
-      slug,
-      template: "minimal",
-      templateVersion: "1",
-      vcpu: 1,
-      memoryMb: 256,
-      diskGb: 1,
-      env: {},
-      owner: "user-1",
-      sitePublic: true,
-    },
-    freshSecrets(),
-  );
+  const spec = specFromPayload(boxPayload(slug), freshSecrets());
   const { metadata } = vmSpec(deps, boxRecord(deps, slug, "10.0.0.2", spec, null), 1);
   return { site: metadata.site_url, code: metadata.code_url };
 }

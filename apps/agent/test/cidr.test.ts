@@ -4,7 +4,6 @@ import { cidrProblem, numToIp, poolLayout } from "../src/cidr.ts";
 import { parseConfig } from "../src/config.ts";
 import { createBackend } from "../src/main.ts";
 import { LinuxHostNetwork } from "../src/net/host-network.ts";
-import { type LaunchSpec, qemuArgs } from "../src/vmm/qemu/args.ts";
 
 const config = {
   controlPlaneUrl: "http://127.0.0.1:9",
@@ -14,28 +13,9 @@ const config = {
   apiToken: "x".repeat(32),
 };
 
-/** QEMU's user-mode network for a box at `ip/prefix` (the agent's laptop mode). */
-function userNet(ip: string, prefix: number): string {
-  const spec: LaunchSpec = {
-    accel: "tcg",
-    tscKhz: null,
-    memoryMb: 256,
-    vcpu: 1,
-    kernel: "/i/vmlinuz",
-    initrd: "/i/initrd.img",
-    rootDisk: "/b/overlay.qcow2",
-    dataDisk: { path: "/b/volume.raw", format: "raw" },
-    net: { kind: "user", mac: "06:00:00:00:00:00", ip, prefix, gateway: "", forwards: [], guestForwards: [] },
-    metaFile: "/b/metadata.json",
-    serialLog: "/b/serial.log",
-    qmpSocket: "/b/qmp.sock",
-    pidFile: "/b/qemu.pid",
-  };
-  return qemuArgs(spec).find((a) => a.startsWith("user,"))!;
-}
-
+// QEMU user mode's own addresses on the same layout: qemu/pure.test.ts.
 describe("the box network layout (cidr.ts), one rule for every part that uses it", () => {
-  it("lays a /29, the smallest network, out the same for the pool, the bridge, QEMU user mode and the backends", async () => {
+  it("lays a /29, the smallest network, out the same for the pool, the bridge and the backends", async () => {
     const l = poolLayout("192.168.7.3/29");
     expect([l.network, l.gateway, l.first, l.last, l.golden, l.broadcast].map((n) => numToIp(n))).toEqual([
       "192.168.7.0",
@@ -50,9 +30,6 @@ describe("the box network layout (cidr.ts), one rule for every part that uses it
     const bridge = new LinuxHostNetwork({ bridge: "br-test", cidr: "192.168.7.3/29" });
     expect([bridge.cidr, bridge.gateway, bridge.prefix]).toEqual(["192.168.7.0/29", "192.168.7.1", 29]);
 
-    // slirp's host on the reserved golden address, its DNS on the network address.
-    expect(userNet("192.168.7.2", 29)).toContain("net=192.168.7.0/29,host=192.168.7.6,dns=192.168.7.0,");
-
     const backend = await createBackend(
       parseConfig({ ...config, bridge: { name: "br-test", cidr: "192.168.7.0/29" } }),
       pino({ level: "silent" }),
@@ -61,7 +38,7 @@ describe("the box network layout (cidr.ts), one rule for every part that uses it
     await backend.executor.close();
   });
 
-  it("refuses a /30 (no box address would be left) in the config, the pool, the bridge and QEMU user mode", () => {
+  it("refuses a /30 (no box address would be left) in the config, the pool and the bridge", () => {
     expect(cidrProblem("10.0.0.0/30")).toMatch(/between \/8 and \/29/);
     expect(cidrProblem("10.0.0.0/29")).toBeNull();
     expect(cidrProblem("10.0.0.0/8")).toBeNull();
@@ -74,6 +51,5 @@ describe("the box network layout (cidr.ts), one rule for every part that uses it
         message: expect.stringMatching(/between \/8 and \/29/),
       }),
     );
-    expect(() => userNet("10.0.0.2", 30)).toThrow(/between \/8 and \/29/);
   });
 });

@@ -1,7 +1,6 @@
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { BoxJobPayload } from "@doppio/contracts";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { poolLayout } from "../src/cidr.ts";
@@ -27,22 +26,11 @@ import {
   REPO,
   RecordingReporter,
 } from "./qemu/support.ts";
-import { testConfig } from "./support/agent-harness.ts";
+import { boxPayload, testConfig } from "./support/agent-harness.ts";
 import { FakeExecutor } from "./support/fake-executor.ts";
 import { TestNetns } from "./support/netns.ts";
 
 const log = pino({ level: process.env.DOPPIO_TEST_LOG ?? "silent" });
-const payload = (slug: string): BoxJobPayload => ({
-  slug,
-  template: "minimal",
-  templateVersion: "1",
-  vcpu: 1,
-  memoryMb: 256,
-  diskGb: 1,
-  env: {},
-  owner: "user-1",
-  sitePublic: true,
-});
 const job = (id: string, slug: string, attempt = 1): JobInfo => ({
   id,
   action: "create",
@@ -108,7 +96,7 @@ describe("a create that fails after allocate_ip (fake backend, real SQLite)", ()
   it("removes the VM it started and releases the address and the record", async () => {
     routes.failNext = true;
     const report = new RecordingReporter();
-    await expect(createHandler.run(deps, payload("doomed"), job("j1", "doomed"), report)).rejects.toThrow(
+    await expect(createHandler.run(deps, boxPayload("doomed"), job("j1", "doomed"), report)).rejects.toThrow(
       /route table unavailable/,
     );
     expect(deps.ipPool.get("doomed")).toBeNull();
@@ -119,14 +107,14 @@ describe("a create that fails after allocate_ip (fake backend, real SQLite)", ()
       expect.arrayContaining(["add_routes:false", "remove_disks:true", "release_ip:true"]),
     );
     // The address is the first one again.
-    const ok = await createHandler.run(deps, payload("next"), job("j2", "next"), new RecordingReporter());
+    const ok = await createHandler.run(deps, boxPayload("next"), job("j2", "next"), new RecordingReporter());
     expect(ok).toEqual({ ip: "10.0.0.2" });
   });
 
   it("a retry of the same job that fails again undoes what its first attempt made", async () => {
     // Attempt 1 got as far as recording the box and starting its VM (then the agent died).
     const ip = deps.ipPool.allocate("retried");
-    const spec = specFromPayload(payload("retried"), freshSecrets());
+    const spec = specFromPayload(boxPayload("retried"), freshSecrets());
     deps.boxes.upsert(
       { slug: "retried", desiredState: "running", spec, ip, mac: macForIp(ip), tap: null, generation: 1 },
       { createdByJob: "j3" },
@@ -134,7 +122,7 @@ describe("a create that fails after allocate_ip (fake backend, real SQLite)", ()
     fake.plantOrphan("retried", ip);
     routes.failNext = true;
     await expect(
-      createHandler.run(deps, payload("retried"), job("j3", "retried", 2), new RecordingReporter()),
+      createHandler.run(deps, boxPayload("retried"), job("j3", "retried", 2), new RecordingReporter()),
     ).rejects.toThrow();
     expect(deps.ipPool.get("retried")).toBeNull();
     expect(deps.boxes.get("retried")).toBeNull();
@@ -142,13 +130,13 @@ describe("a create that fails after allocate_ip (fake backend, real SQLite)", ()
   });
 
   it("never wipes a box that existed before the failing job", async () => {
-    await createHandler.run(deps, payload("keeper"), job("j4", "keeper"), new RecordingReporter());
+    await createHandler.run(deps, boxPayload("keeper"), job("j4", "keeper"), new RecordingReporter());
     const ip = deps.ipPool.get("keeper");
     await fake.stop("keeper", new RecordingReporter());
     // Another create job for the same box (a control-plane retry) fails at its routes.
     routes.failNext = true;
     await expect(
-      createHandler.run(deps, payload("keeper"), job("j5", "keeper"), new RecordingReporter()),
+      createHandler.run(deps, boxPayload("keeper"), job("j5", "keeper"), new RecordingReporter()),
     ).rejects.toThrow();
     expect(deps.ipPool.get("keeper")).toBe(ip);
     expect(deps.boxes.get("keeper")).not.toBeNull();
@@ -196,9 +184,9 @@ describe.skipIf(missing !== null)(
       });
       const { deps } = handlerDeps(db, dir, impatient, null);
       const report = new RecordingReporter();
-      await expect(createHandler.run(deps, payload("unready"), job("q1", "unready"), report)).rejects.toThrow(
-        /DOPPIO-READY/,
-      );
+      await expect(
+        createHandler.run(deps, boxPayload("unready"), job("q1", "unready"), report),
+      ).rejects.toThrow(/DOPPIO-READY/);
       expect(report.steps.find((s) => s.name === "wait_ready")?.ok).toBe(false);
       expect(deps.ipPool.get("unready")).toBeNull();
       expect(deps.boxes.get("unready")).toBeNull();

@@ -71,6 +71,24 @@ describe("qemuArgs", () => {
     expect(qemuArgs({ ...base, accel: "kvm" }).join(" ")).toContain("-cpu host");
   });
 
+  it("puts user mode's slirp on the pool's golden address, DNS on the network address (cidr.ts), any allowed network", () => {
+    const user = (ip: string, prefix: number) =>
+      qemuArgs({
+        ...base,
+        net: {
+          kind: "user",
+          mac: "06:00:00:00:00:00",
+          ip,
+          prefix,
+          gateway: "",
+          forwards: [],
+          guestForwards: [],
+        },
+      }).join(" ");
+    expect(user("192.168.7.2", 29)).toContain("net=192.168.7.0/29,host=192.168.7.6,dns=192.168.7.0,");
+    expect(() => user("10.0.0.2", 30)).toThrow(/between \/8 and \/29/);
+  });
+
   it("keeps one device layout for golden (no backend), TAP and user-mode boxes", () => {
     const golden = qemuArgs({ ...base, net: { kind: "none", mac: "06:00:0a:00:ff:fe" } });
     const tap = qemuArgs(base);

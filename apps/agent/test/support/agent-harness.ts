@@ -3,6 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import type { BoxJobPayload } from "@doppio/contracts";
 import { pino } from "pino";
 import type { TestClient } from "../../../api/test/support/client.ts";
 import { startControlPlane, type TestControlPlane } from "../../../api/test/support/control-plane.ts";
@@ -22,6 +23,21 @@ export const API_TOKEN = "test-agent-api-token-0123456789";
 export const AGENT_PACKAGE_VERSION = (
   JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
 ).version;
+
+/** A create job's payload for `slug`: the minimal template, one vCPU, public site. */
+export function boxPayload(slug: string): BoxJobPayload {
+  return {
+    slug,
+    template: "minimal",
+    templateVersion: "1",
+    vcpu: 1,
+    memoryMb: 256,
+    diskGb: 1,
+    env: {},
+    owner: "user-1",
+    sitePublic: true,
+  };
+}
 
 export interface TestCp {
   env: TestControlPlane;
