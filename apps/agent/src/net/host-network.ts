@@ -79,7 +79,12 @@ export class LinuxHostNetwork implements HostNetwork {
     this.#log = config.log;
   }
 
-  async ensureBridge(): Promise<void> {
+  /** One at a time (agent start, reconcile and tests may call it together), after pending nft changes. */
+  ensureBridge(): Promise<void> {
+    return this.#nft(() => this.#ensureBridge());
+  }
+
+  async #ensureBridge(): Promise<void> {
     if (!(await this.#linkExists(this.bridge))) {
       await this.#tolerate(this.#ip(["link", "add", "name", this.bridge, "type", "bridge"]), "File exists");
       this.#log?.info({ bridge: this.bridge, netns: this.netns }, "bridge created");
@@ -91,37 +96,34 @@ export class LinuxHostNetwork implements HostNetwork {
       ),
     );
     if (!has) {
+      // Another process (an earlier agent, an operator) may add it at the same moment.
       await this.#tolerate(
         this.#ip(["addr", "add", `${this.gateway}/${this.prefix}`, "dev", this.bridge]),
-        "File exists",
+        /File exists|Address already assigned/,
       );
     }
     await this.#ip(["link", "set", "dev", this.bridge, "up"]);
     await this.#exec("sysctl", ["-q", "-w", "net.ipv4.ip_forward=1"]);
-    await this.#nft(async () => {
-      // After an agent restart the kernel still holds the running boxes' entries: keep
-      // those whose TAP still exists, so their traffic never stops. Later entries come and
-      // go with createTap/removeTap (a TAP being made right now may not exist yet).
-      if (!this.#ports) {
-        const taps = new Set(await this.listTaps());
-        this.#ports = new Map(
-          (await this.#listPorts()).filter((p) => taps.has(p.tap)).map((p) => [p.tap, p]),
-        );
-      }
-      await this.#nftScript(
-        firewallScript(
-          {
-            bridge: this.bridge,
-            cidr: this.cidr,
-            gateway: this.gateway,
-            tapPrefix: this.#tapPrefix,
-            gatewayPorts: this.#gatewayPorts,
-            hostPorts: this.#hostPorts,
-          },
-          [...this.#ports.values()],
-        ),
-      );
-    });
+    // After an agent restart the kernel still holds the running boxes' entries: keep
+    // those whose TAP still exists, so their traffic never stops. Later entries come and
+    // go with createTap/removeTap (a TAP being made right now may not exist yet).
+    if (!this.#ports) {
+      const taps = new Set(await this.listTaps());
+      this.#ports = new Map((await this.#listPorts()).filter((p) => taps.has(p.tap)).map((p) => [p.tap, p]));
+    }
+    await this.#nftScript(
+      firewallScript(
+        {
+          bridge: this.bridge,
+          cidr: this.cidr,
+          gateway: this.gateway,
+          tapPrefix: this.#tapPrefix,
+          gatewayPorts: this.#gatewayPorts,
+          hostPorts: this.#hostPorts,
+        },
+        [...this.#ports.values()],
+      ),
+    );
   }
 
   async createTap(tap: string, guest: GuestAddress): Promise<void> {
@@ -216,11 +218,12 @@ export class LinuxHostNetwork implements HostNetwork {
     }
   }
 
-  async #tolerate(p: Promise<unknown>, message: string): Promise<void> {
+  async #tolerate(p: Promise<unknown>, message: string | RegExp): Promise<void> {
     try {
       await p;
     } catch (err) {
-      if (!stderrOf(err).includes(message)) throw err;
+      const stderr = stderrOf(err);
+      if (typeof message === "string" ? !stderr.includes(message) : !message.test(stderr)) throw err;
     }
   }
 

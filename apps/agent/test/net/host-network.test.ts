@@ -34,8 +34,10 @@ describe.skipIf(missing !== null)("LinuxHostNetwork in a test netns", () => {
   const ports = () => parsePortSet(ns.exec("nft", ["-j", "list", "set", "bridge", "doppio", "ports"]));
   const chain = (family: string, name: string) => ns.exec("nft", ["list", "chain", family, "doppio", name]);
 
-  it("creates the bridge, forwarding, NAT and the isolation firewall, idempotently", async () => {
-    await net.ensureBridge();
+  it("creates the bridge, forwarding, NAT and the isolation firewall, idempotently, also when called at once", async () => {
+    // The agent's start and its first reconcile pass (one instance), and another process.
+    const other = new LinuxHostNetwork({ ...config, netns: ns.name });
+    await Promise.all([net.ensureBridge(), net.ensureBridge(), other.ensureBridge()]);
     await net.ensureBridge();
     expect(ns.exec("ip", ["-4", "-o", "addr", "show", "dev", "br-devbox"])).toContain("10.77.0.1/16");
     expect(ns.exec("ip", ["-o", "link", "show", "dev", "br-devbox"])).toMatch(/state (UP|UNKNOWN)|<[^>]*UP/);
