@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Bundles the CLI (sources, @doppio/contracts, commander, zod) into one ESM file, so the
+// Bundles the CLI (sources, @doppio/contracts, @doppio/sdk, commander, zod) into one ESM file, so the
 // installed package needs no dependencies and no TypeScript runtime.
 import { rename } from "node:fs/promises";
 import { fileURLToPath } from "node:url";

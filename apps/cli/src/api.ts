@@ -1,15 +1,6 @@
-import {
-  type BoxWithJob,
-  type CreateBoxRequest,
-  ErrorBody,
-  type ErrorCode,
-  type LogsQuery,
-  type Route,
-  type RouteInput,
-  type RouteOutput,
-  routes,
-  routeUrl,
-} from "@doppio/contracts";
+import type { BoxWithJob, CreateBoxRequest, ErrorCode, LogsQuery } from "@doppio/contracts";
+import { routes } from "@doppio/contracts";
+import { DoppioClient, NetworkError, ApiError as SdkApiError, UnexpectedAnswerError } from "@doppio/sdk";
 import { CliError, type CliErrorKind } from "./errors.ts";
 
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -45,123 +36,80 @@ export class ApiError extends CliError {
 }
 
 /**
- * A small typed client of the control plane's /api/v1, on Node's fetch: paths and answers
- * come from the route contract (packages/contracts/src/routes.ts).
+ * The CLI's view of the control plane: the typed SDK (packages/sdk), with every failure
+ * turned into a CliError (its exit code, message and hint).
  */
 export class ApiClient {
+  readonly sdk: DoppioClient;
+
   constructor(
     readonly baseUrl: string,
-    private readonly token?: string,
-    private readonly fetchImpl: typeof fetch = fetch,
-  ) {}
+    token?: string,
+  ) {
+    this.sdk = new DoppioClient({ baseUrl, token, timeoutMs: REQUEST_TIMEOUT_MS });
+  }
 
   withToken(token: string): ApiClient {
-    return new ApiClient(this.baseUrl, token, this.fetchImpl);
+    return new ApiClient(this.baseUrl, token);
   }
 
-  url(path: string): string {
-    return `${this.baseUrl}${path}`;
-  }
-
-  /** Sends one request (`path` from the route contract); returns the raw response after mapping errors to CliErrors. */
-  async raw(
-    method: string,
-    path: string,
-    opts: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal; stream?: boolean } = {},
-  ): Promise<Response> {
-    const headers: Record<string, string> = { accept: "application/json", ...opts.headers };
-    if (this.token) headers.authorization = `Bearer ${this.token}`;
-    if (opts.body !== undefined) headers["content-type"] = "application/json";
-    const signal = opts.stream
-      ? opts.signal
-      : opts.signal
-        ? AbortSignal.any([opts.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)])
-        : AbortSignal.timeout(REQUEST_TIMEOUT_MS);
-    let res: Response;
+  /** Runs SDK calls, reporting their failures as CliErrors. */
+  async run<T>(call: (sdk: DoppioClient) => Promise<T>): Promise<T> {
     try {
-      res = await this.fetchImpl(this.url(path), {
-        method,
-        headers,
-        body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-        signal,
-      });
+      return await call(this.sdk);
     } catch (err) {
-      if (opts.signal?.aborted) throw err;
-      throw unreachable(this.baseUrl, err);
-    }
-    if (!res.ok) throw await toApiError(this.baseUrl, res);
-    return res;
-  }
-
-  /**
-   * Calls one route of the contract and parses its answer with the schema for the status it
-   * came with. Every change carries a JSON body (`{}` when the route takes none).
-   */
-  async call<R extends Route>(route: R, input: RouteInput<R>): Promise<RouteOutput<R>> {
-    const given = input as {
-      params?: Record<string, string>;
-      query?: Record<string, unknown>;
-      body?: unknown;
-    };
-    const path = routeUrl(route, given);
-    const body = route.method === "GET" ? undefined : (given.body ?? {});
-    const res = await this.raw(route.method, path, { body });
-    const text = await res.text();
-    try {
-      const schema = route.responses[res.status];
-      if (!schema) throw new Error(`HTTP ${res.status} is not an answer of ${route.method} ${route.path}`);
-      return schema.parse(text === "" ? null : JSON.parse(text)) as RouteOutput<R>;
-    } catch (err) {
-      throw new CliError(
-        "failed",
-        `unexpected answer from ${this.baseUrl} (${route.method} ${path.replace(/^\/api\/v1/, "")})`,
-        "is this a doppiobox control plane, and are the CLI and server versions compatible?",
-        { cause: err },
-      );
+      throw toCliError(this.baseUrl, err);
     }
   }
 
-  me = () => this.call(routes.getMe, {});
-  templates = async () => (await this.call(routes.listTemplates, {})).templates;
-  boxes = async () => (await this.call(routes.listBoxes, {})).boxes;
-  box = (slug: string) => this.call(routes.getBox, { params: { slug } });
-  jobs = async (slug: string) => (await this.call(routes.listBoxJobs, { params: { slug } })).jobs;
-  createBox = (req: CreateBoxRequest) => this.call(routes.createBox, { body: req });
+  me = () => this.run((c) => c.me());
+  templates = () => this.run((c) => c.templates());
+  boxes = () => this.run((c) => c.boxes());
+  box = (slug: string) => this.run((c) => c.box(slug));
+  jobs = (slug: string) => this.run((c) => c.jobs(slug));
+  createBox = (req: CreateBoxRequest) => this.run((c) => c.createBox(req));
   action = (slug: string, action: "start" | "stop" | "reset") =>
-    forBox(slug, this.call(ACTION_ROUTES[action], { params: { slug } }));
-  deleteBox = (slug: string) => forBox(slug, this.call(routes.deleteBox, { params: { slug } }));
-  logs = (slug: string, query: LogsRequest) => this.call(routes.getBoxLogs, { params: { slug }, query });
-  tokens = async () => (await this.call(routes.listTokens, {})).tokens;
-  revokeToken = async (id: string) => {
-    await this.call(routes.revokeToken, { params: { id } });
-  };
+    forBox(
+      slug,
+      this.run((c) => c[`${action}Box`](slug)),
+    );
+  deleteBox = (slug: string) =>
+    forBox(
+      slug,
+      this.run((c) => c.deleteBox(slug)),
+    );
+  logs = (slug: string, query: LogsRequest) => this.run((c) => c.logs(slug, query));
+  tokens = () => this.run((c) => c.tokens());
+  revokeToken = (id: string) => this.run((c) => c.revokeToken(id));
 
   /**
    * Exchanges email and password for a personal API token. The session the login opens
    * lives only for this exchange and is closed right after; the password is never stored.
    */
-  async loginForToken(email: string, password: string, tokenName: string) {
-    const login = await this.raw("POST", routes.login.path, { body: { email, password } });
-    const me = routes.login.responses[200].parse(await login.json());
-    const cookie = login.headers
-      .getSetCookie()
-      .map((c) => c.split(";")[0]!)
-      .find((c) => c.startsWith("doppio_session="));
-    if (!cookie) throw new CliError("failed", "the server did not open a session", "try --token instead");
-    // The API refuses cookie-authenticated changes a browser page on another origin could
-    // have sent; this is no browser, and it says where it stands the way browsers do
-    // (pages can never set Sec-Fetch-* themselves). Bodies are JSON, `{}` when empty.
-    const headers = { cookie, "sec-fetch-site": "same-origin" };
-    try {
-      const res = await this.raw("POST", routes.createToken.path, { body: { name: tokenName }, headers });
-      return { me, token: routes.createToken.responses[201].parse(await res.json()) };
-    } finally {
-      await this.raw("POST", routes.logout.path, { body: {}, headers }).catch(() => {});
-    }
-  }
+  loginForToken = (email: string, password: string, tokenName: string) =>
+    this.run(async (sdk) => {
+      const login = await sdk.send("login", { body: { email, password } });
+      const me = routes.login.responses[200].parse(await login.json());
+      const cookie = login.headers
+        .getSetCookie()
+        .map((c) => c.split(";")[0]!)
+        .find((c) => c.startsWith("doppio_session="));
+      if (!cookie) throw new CliError("failed", "the server did not open a session", "try --token instead");
+      // The API refuses cookie-authenticated changes a browser page on another origin could
+      // have sent; this is no browser, and it says where it stands the way browsers do
+      // (pages can never set Sec-Fetch-* themselves). Bodies are JSON, `{}` when empty.
+      const session = new DoppioClient({
+        baseUrl: this.baseUrl,
+        timeoutMs: REQUEST_TIMEOUT_MS,
+        headers: { cookie, "sec-fetch-site": "same-origin" },
+      });
+      try {
+        return { me, token: await session.createToken({ name: tokenName }) };
+      } finally {
+        await session.request("logout", {}).catch(() => {});
+      }
+    });
 }
-
-const ACTION_ROUTES = { start: routes.startBox, stop: routes.stopBox, reset: routes.resetBox } as const;
 
 /** What `doppio logs` asks for; the server applies the same defaults and limits. */
 export type LogsRequest = Partial<LogsQuery>;
@@ -197,32 +145,36 @@ function describeNetworkError(err: unknown): string {
   return "";
 }
 
-async function toApiError(baseUrl: string, res: Response): Promise<CliError> {
-  const text = await res.text().catch(() => "");
-  let body: ErrorBody | null = null;
-  try {
-    body = ErrorBody.parse(JSON.parse(text));
-  } catch {
-    body = null;
+/** The CLI's error for anything an SDK call threw (CliErrors and the caller's aborts pass as they are). */
+export function toCliError(baseUrl: string, err: unknown): unknown {
+  if (err instanceof NetworkError) return unreachable(baseUrl, err.cause);
+  if (err instanceof UnexpectedAnswerError) {
+    return new CliError(
+      "failed",
+      `unexpected answer from ${baseUrl} (${err.method} ${err.path.replace(/^\/api\/v1/, "")})`,
+      "is this a doppiobox control plane, and are the CLI and server versions compatible?",
+      { cause: err },
+    );
   }
-  if (!body) {
+  if (!(err instanceof SdkApiError)) return err;
+  if (!err.error) {
     // A proxy or load balancer answering instead of the control plane.
-    if (res.status === 502 || res.status === 503 || res.status === 504) {
+    if (err.status === 502 || err.status === 503 || err.status === 504) {
       return new CliError(
         "unreachable",
-        `the control plane at ${baseUrl} is not answering (HTTP ${res.status})`,
+        `the control plane at ${baseUrl} is not answering (HTTP ${err.status})`,
         "try again in a moment",
       );
     }
     return new ApiError(
-      res.status,
+      err.status,
       null,
-      `unexpected HTTP ${res.status} from ${baseUrl}`,
+      `unexpected HTTP ${err.status} from ${baseUrl}`,
       "retry with --debug",
     );
   }
-  const { code, message, details } = body.error;
+  const { code, message, details } = err.error;
   const field = (details as { field?: unknown } | undefined)?.field;
   const hint = field === "template" ? "list templates with: doppio templates" : HINT_BY_CODE[code];
-  return new ApiError(res.status, code, message, hint, KIND_BY_CODE[code] ?? "failed");
+  return new ApiError(err.status, code, message, hint, KIND_BY_CODE[code] ?? "failed");
 }

@@ -1,14 +1,7 @@
-import { type LogLine, routes, routeUrl } from "@doppio/contracts";
-import { type ApiClient, ApiError } from "./api.ts";
-import { CliError } from "./errors.ts";
+import type { LogLine } from "@doppio/contracts";
+import { followLogs as follow, StreamBrokenError } from "@doppio/sdk";
+import { type ApiClient, toCliError } from "./api.ts";
 import type { Io } from "./io.ts";
-import { streamSse } from "./sse.ts";
-import { sleep } from "./watch.ts";
-
-const RECONNECT_MIN_MS = 500;
-const RECONNECT_MAX_MS = 10_000;
-
-const LinesEvent = routes.streamBoxLogs.events.lines;
 
 export type LogFormat = "tty" | "plain" | "json";
 
@@ -65,8 +58,9 @@ export class LogPrinter {
 /**
  * Follows a box's log stream from after line `after`, handing each batch of new lines to
  * `onLines`. A stream that drops or a control plane that cannot be reached is retried
- * with a growing pause, resuming after the last line seen, and said so on stderr; an
- * answer such as 404 (box gone) or 401 ends it with that error. Runs until `signal` aborts.
+ * with a growing pause, resuming after the last line seen (the SDK's followLogs), and said
+ * so on stderr; an answer such as 404 (box gone) or 401 ends it with that error. Runs until
+ * `signal` aborts.
  */
 export async function followLogs(
   api: ApiClient,
@@ -76,56 +70,31 @@ export async function followLogs(
   onLines: (lines: LogLine[]) => void,
   signal: AbortSignal,
 ): Promise<void> {
-  let after = from.after;
-  let delay = RECONNECT_MIN_MS;
   let lost = false;
-  const onOpen = () => {
-    if (lost) io.stderr.write("doppio: reconnected to the log stream\n");
-    lost = false;
-    delay = RECONNECT_MIN_MS;
-  };
-  while (!signal.aborted) {
-    const query = { after, ...(from.source ? { source: from.source } : {}) };
-    const path = routeUrl(routes.streamBoxLogs, { params: { slug }, query });
-    let reason = "the server closed it";
-    try {
-      for await (const ev of streamSse(api, path, signal, onOpen)) {
-        if (ev.event !== "lines") continue;
-        const parsed = LinesEvent.safeParse(safeJson(ev.data));
-        if (!parsed.success) continue;
-        const fresh = parsed.data.lines.filter((l) => l.seq > after);
-        if (fresh.length === 0) continue;
-        after = fresh.at(-1)!.seq;
-        onLines(fresh);
-      }
-    } catch (err) {
-      if (signal.aborted) return;
-      if (!isTransient(err)) throw err;
-      reason = err instanceof Error ? err.message : String(err);
-    }
-    if (signal.aborted) return;
-    io.stderr.write(
-      `doppio: log stream lost (${reason}); reconnecting in ${formatSeconds(delay)} after line ${after}\n`,
-    );
-    lost = true;
-    await sleep(delay, signal);
-    delay = Math.min(RECONNECT_MAX_MS, delay * 2);
-  }
+  await api.run(async (sdk) => {
+    const lines = follow(sdk, slug, {
+      ...from,
+      signal,
+      onOpen() {
+        if (lost) io.stderr.write("doppio: reconnected to the log stream\n");
+        lost = false;
+      },
+      onLost(cause, delayMs, after) {
+        // A cut-off stream reads as what broke it ("terminated"); anything else as the CLI reports it.
+        const reason =
+          cause === null
+            ? "the server closed it"
+            : describe(cause instanceof StreamBrokenError ? cause.cause : toCliError(api.baseUrl, cause));
+        io.stderr.write(
+          `doppio: log stream lost (${reason}); reconnecting in ${formatSeconds(delayMs)} after line ${after}\n`,
+        );
+        lost = true;
+      },
+    });
+    for await (const batch of lines) onLines(batch);
+  });
 }
 
-/** Network trouble and server-side failures pass; a refusal (not found, signed out) does not. */
-function isTransient(err: unknown): boolean {
-  if (err instanceof ApiError) return err.status >= 500;
-  if (err instanceof CliError) return err.kind === "unreachable";
-  return true;
-}
+const describe = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 const formatSeconds = (ms: number) => `${Number((ms / 1000).toFixed(1))}s`;
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return null;
-  }
-}

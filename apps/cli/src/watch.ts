@@ -1,7 +1,6 @@
-import { FINAL_JOB_STATUSES, type Job, routes } from "@doppio/contracts";
+import { FINAL_JOB_STATUSES, type Job } from "@doppio/contracts";
 import type { ApiClient } from "./api.ts";
 import type { Io } from "./io.ts";
-import { streamEvents } from "./sse.ts";
 
 export interface WatchHandlers {
   onJob(job: Job): void;
@@ -33,10 +32,8 @@ export async function watchBoxJobs(
   const streamLoop = async () => {
     while (!signal.aborted) {
       try {
-        for await (const ev of streamEvents(api, signal)) {
-          if (ev.event !== "job") continue;
-          const parsed = routes.streamEvents.events.job.safeParse(safeJson(ev.data));
-          if (parsed.success && parsed.data.box === slug) handlers.onJob(parsed.data);
+        for await (const ev of api.sdk.stream("streamEvents", {}, { signal })) {
+          if (ev.event === "job" && ev.data.box === slug) handlers.onJob(ev.data);
         }
       } catch {
         // Stream refused or dropped: polling carries on; reconnect after a pause.
@@ -54,14 +51,6 @@ export async function watchBoxJobs(
   };
 
   await Promise.all([streamLoop(), pollLoop()]);
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return null;
-  }
 }
 
 export function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -37,7 +37,7 @@ afterEach(() => {
 describe("dashboard API client", () => {
   it("parses an answer with the route's schema, dropping fields the contract does not know", async () => {
     const sent = answer(200, { ...box, extra: "ignored" });
-    const got = await call(routes.getBox, { params: { slug: "brisk-falcon" } });
+    const got = await call("getBox", { params: { slug: "brisk-falcon" } });
     expect(sent[0]!.url).toBe("/api/v1/boxes/brisk-falcon");
     expect(sent[0]!.init.body).toBeUndefined();
     expect(got.slug).toBe("brisk-falcon");
@@ -46,17 +46,18 @@ describe("dashboard API client", () => {
 
   it("refuses an answer that does not fit the contract instead of handing it to a page", async () => {
     answer(200, { ...box, status: undefined });
-    const err = await call(routes.getBox, { params: { slug: "brisk-falcon" } }).catch((e: unknown) => e);
+    const err = await call("getBox", { params: { slug: "brisk-falcon" } }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ApiError);
     expect((err as ApiError).code).toBe("bad_answer");
   });
 
   it("sends `{}` as JSON on a bodyless change, as the CSRF check wants of cookie callers", async () => {
     const sent = answer(204, undefined);
-    await call(routes.logout, {});
+    await call("logout", {});
     expect(sent[0]!.init.method).toBe("POST");
     expect(sent[0]!.init.body).toBe("{}");
-    expect(sent[0]!.init.headers).toEqual({ "content-type": "application/json" });
+    expect(sent[0]!.init.headers).toMatchObject({ "content-type": "application/json" });
+    expect(sent[0]!.init.credentials).toBe("same-origin");
   });
 
   it("turns the one error shape into an ApiError with the field messages", async () => {
@@ -67,7 +68,7 @@ describe("dashboard API client", () => {
         details: { issues: [{ message: "too short" }] },
       },
     });
-    const err = await call(routes.createBox, { body: { template: "" } }).catch((e: unknown) => e);
+    const err = await call("createBox", { body: { template: "" } }).catch((e: unknown) => e);
     expect(err).toMatchObject({ status: 400, code: "validation_failed", message: "Too short" });
   });
 

@@ -1,9 +1,10 @@
-import { type Route, type RouteInput, type RouteOutput, routeUrl } from "@doppio/contracts";
+import type { RouteInput, RouteName, RouteOutput, Routes } from "@doppio/contracts";
+import { DoppioClient, NetworkError, ApiError as SdkApiError, UnexpectedAnswerError } from "@doppio/sdk";
 
 /**
- * Thin JSON client for the control plane: same-origin, session cookie, one error shape.
- * Paths and answers come from the route contract (packages/contracts/src/routes.ts); every
- * answer is parsed with its schema before a page sees it.
+ * The dashboard's client of the control plane: the typed SDK, same-origin, session cookie.
+ * Every answer is parsed with its route's schema (packages/contracts/src/routes.ts) before a
+ * page sees it. The SDK sends `{}` as JSON on bodyless changes, as the CSRF check wants.
  */
 
 export class ApiError extends Error {
@@ -37,40 +38,42 @@ function capitalise(s: string): string {
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
-export async function call<R extends Route>(route: R, input: RouteInput<R>): Promise<RouteOutput<R>> {
-  const given = input as { params?: Record<string, string>; query?: Record<string, unknown>; body?: unknown };
-  // The API takes cookie-authenticated changes only as JSON from this origin (CSRF check):
-  // bodyless actions (start, stop, logout, delete) send `{}`.
-  const payload = route.method === "GET" ? undefined : JSON.stringify(given.body ?? {});
-  let res: Response;
+/** The typed SDK (packages/sdk) on this page's origin, with the session cookie; no timeout, as before. */
+const sdk = new DoppioClient({ baseUrl: "", credentials: "same-origin", timeoutMs: 0 });
+
+/**
+ * Calls a route of the contract by name; its answer comes parsed with the route's schema.
+ * Failures become an ApiError whose message a page can show as it is.
+ */
+export async function call<K extends RouteName>(
+  name: K,
+  input: RouteInput<Routes[K]>,
+): Promise<RouteOutput<Routes[K]>> {
   try {
-    res = await fetch(routeUrl(route, given), {
-      method: route.method,
-      credentials: "same-origin",
-      headers: payload === undefined ? {} : { "content-type": "application/json" },
-      body: payload,
-    });
-  } catch (cause) {
-    throw new ApiError(0, "network", "Cannot reach doppiobox. Check your connection and try again.", cause);
+    return await sdk.request(name, input);
+  } catch (err) {
+    if (err instanceof NetworkError) {
+      throw new ApiError(
+        0,
+        "network",
+        "Cannot reach doppiobox. Check your connection and try again.",
+        err.cause,
+      );
+    }
+    if (err instanceof UnexpectedAnswerError) {
+      throw new ApiError(
+        err.status,
+        "bad_answer",
+        "The server's answer was not understood. Reload the page.",
+      );
+    }
+    if (err instanceof SdkApiError) {
+      const code = err.error?.code ?? "http_error";
+      const message = err.error?.message ?? `The server answered ${err.status}.`;
+      throw new ApiError(err.status, code, describe(code, message, err.error?.details), err.error?.details);
+    }
+    throw err;
   }
-  const text = await res.text();
-  let parsed: unknown = null;
-  try {
-    parsed = text ? JSON.parse(text) : null;
-  } catch {
-    // A proxy error page, not our API: fall through to a generic message.
-  }
-  if (!res.ok) {
-    const err = (parsed as { error?: { code?: string; message?: string; details?: unknown } } | null)?.error;
-    const code = err?.code ?? "http_error";
-    const message = err?.message ?? `The server answered ${res.status}.`;
-    throw new ApiError(res.status, code, describe(code, message, err?.details), err?.details);
-  }
-  const answer = route.responses[res.status]?.safeParse(parsed);
-  if (!answer?.success) {
-    throw new ApiError(res.status, "bad_answer", "The server's answer was not understood. Reload the page.");
-  }
-  return answer.data as RouteOutput<R>;
 }
 
 export function errorText(err: unknown): string {

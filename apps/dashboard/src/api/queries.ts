@@ -1,4 +1,3 @@
-import { routes } from "@doppio/contracts";
 import { useQuery } from "@tanstack/react-query";
 import { ApiError, call } from "./client.ts";
 import { keys } from "./keys.ts";
@@ -9,7 +8,7 @@ export function useMe() {
     queryKey: keys.me,
     queryFn: async () => {
       try {
-        return await call(routes.getMe, {});
+        return await call("getMe", {});
       } catch (err) {
         if (err instanceof ApiError && err.status === 401) return null;
         throw err;
@@ -22,25 +21,25 @@ export function useMe() {
 export function useBoxes() {
   return useQuery({
     queryKey: keys.boxes,
-    queryFn: async () => (await call(routes.listBoxes, {})).boxes,
+    queryFn: async () => (await call("listBoxes", {})).boxes,
   });
 }
 
 export function useBox(slug: string) {
-  return useQuery({ queryKey: keys.box(slug), queryFn: () => call(routes.getBox, { params: { slug } }) });
+  return useQuery({ queryKey: keys.box(slug), queryFn: () => call("getBox", { params: { slug } }) });
 }
 
 export function useJobs(slug: string) {
   return useQuery({
     queryKey: keys.jobs(slug),
-    queryFn: async () => (await call(routes.listBoxJobs, { params: { slug } })).jobs,
+    queryFn: async () => (await call("listBoxJobs", { params: { slug } })).jobs,
   });
 }
 
 export function useTemplates() {
   return useQuery({
     queryKey: keys.templates,
-    queryFn: async () => (await call(routes.listTemplates, {})).templates,
+    queryFn: async () => (await call("listTemplates", {})).templates,
     staleTime: 60_000,
   });
 }
@@ -48,7 +47,7 @@ export function useTemplates() {
 export function useTokens() {
   return useQuery({
     queryKey: keys.tokens,
-    queryFn: async () => (await call(routes.listTokens, {})).tokens,
+    queryFn: async () => (await call("listTokens", {})).tokens,
   });
 }
 
@@ -56,7 +55,7 @@ export function useTokens() {
 export function useServers() {
   return useQuery({
     queryKey: keys.servers,
-    queryFn: async () => (await call(routes.listServers, {})).servers,
+    queryFn: async () => (await call("listServers", {})).servers,
     refetchInterval: 15_000,
   });
 }

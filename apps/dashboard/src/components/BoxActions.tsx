@@ -1,4 +1,4 @@
-import { type Box, type BoxAction, routes } from "@doppio/contracts";
+import type { Box, BoxAction, RouteName } from "@doppio/contracts";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { putBox, putJob } from "../api/cache.ts";
@@ -9,11 +9,11 @@ import { ConfirmDialog } from "./ConfirmDialog.tsx";
 type Action = Exclude<BoxAction, "create">;
 
 const ROUTES = {
-  start: routes.startBox,
-  stop: routes.stopBox,
-  reset: routes.resetBox,
-  delete: routes.deleteBox,
-} as const satisfies Record<Action, unknown>;
+  start: "startBox",
+  stop: "stopBox",
+  reset: "resetBox",
+  delete: "deleteBox",
+} as const satisfies Record<Action, RouteName>;
 
 /** Start, stop, reset, delete; enabled from the box's allowedActions, destructive ones confirmed first. */
 export function BoxActions({ box }: { box: Box }) {

@@ -1,4 +1,3 @@
-import { routes } from "@doppio/contracts";
 import { useMutation } from "@tanstack/react-query";
 import { call, errorText } from "../api/client.ts";
 
@@ -9,7 +8,7 @@ import { call, errorText } from "../api/client.ts";
  */
 export function BuildImageButton({ server, template }: { server: string; template: string }) {
   const build = useMutation({
-    mutationFn: () => call(routes.buildImage, { params: { name: server }, body: { template } }),
+    mutationFn: () => call("buildImage", { params: { name: server }, body: { template } }),
   });
   return (
     <span className="build-image">

@@ -5,7 +5,6 @@ import {
   ENV_VALUE_MAX,
   ENV_VARS_MAX,
   envBytes,
-  routes,
 } from "@doppio/contracts";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useEffect, useState } from "react";
@@ -40,7 +39,7 @@ export function EnvEditor({ box }: { box: Box }) {
 
   const save = useMutation({
     mutationFn: (env: Record<string, string>) =>
-      call(routes.updateBox, { params: { slug: box.slug }, body: { env } }),
+      call("updateBox", { params: { slug: box.slug }, body: { env } }),
     onSuccess: (next) => {
       putBox(qc, next);
       setDirty(false);

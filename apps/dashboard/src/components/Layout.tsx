@@ -1,4 +1,4 @@
-import { type Me, routes } from "@doppio/contracts";
+import type { Me } from "@doppio/contracts";
 import { useQueryClient } from "@tanstack/react-query";
 import { type ReactNode, useEffect, useRef } from "react";
 import { call } from "../api/client.ts";
@@ -24,7 +24,7 @@ export function Layout({ me, live, children }: { me: Me; live: LiveState; childr
   }, [path]);
   const logout = async () => {
     try {
-      await call(routes.logout, {});
+      await call("logout", {});
     } finally {
       qc.clear();
       qc.setQueryData(keys.me, null);

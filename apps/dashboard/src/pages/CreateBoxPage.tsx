@@ -1,4 +1,4 @@
-import { type BoxSizeName, routes, SIZES, slugProblem } from "@doppio/contracts";
+import { type BoxSizeName, SIZES, slugProblem } from "@doppio/contracts";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useEffect, useState } from "react";
 import { putBox } from "../api/cache.ts";
@@ -31,7 +31,7 @@ export function CreateBoxPage() {
   const nameProblem = name === "" ? null : slugProblem(name);
   const create = useMutation({
     mutationFn: () =>
-      call(routes.createBox, {
+      call("createBox", {
         body: {
           template: template ?? "",
           ...(size ? { size } : {}),

@@ -1,4 +1,3 @@
-import { routes } from "@doppio/contracts";
 import { useQueryClient } from "@tanstack/react-query";
 import { call } from "../api/client.ts";
 import { keys } from "../api/keys.ts";
@@ -16,7 +15,7 @@ export function LoginPage({ mode }: { mode: "login" | "signup" }) {
     const body = signup
       ? { email: v.email, password: v.password, ...(v.name.trim() ? { name: v.name.trim() } : {}) }
       : { email: v.email, password: v.password };
-    const me = await call(signup ? routes.signup : routes.login, { body });
+    const me = await call(signup ? "signup" : "login", { body });
     qc.setQueryData(keys.me, me);
     goNext(next);
   };

@@ -1,4 +1,4 @@
-import { type ApiToken, routes } from "@doppio/contracts";
+import type { ApiToken } from "@doppio/contracts";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useState } from "react";
 import { call, errorText } from "../api/client.ts";
@@ -22,7 +22,7 @@ export function TokensPage() {
 
   const create = useMutation({
     mutationFn: (n: string) =>
-      call(routes.createToken, {
+      call("createToken", {
         body: {
           name: n,
           ...(days ? { expiresAt: new Date(Date.now() + Number(days) * DAY_MS).toISOString() } : {}),
@@ -35,7 +35,7 @@ export function TokensPage() {
     },
   });
   const revoke = useMutation({
-    mutationFn: (id: string) => call(routes.revokeToken, { params: { id } }),
+    mutationFn: (id: string) => call("revokeToken", { params: { id } }),
     onSuccess: () => {
       setRevoking(null);
       void qc.invalidateQueries({ queryKey: keys.tokens });
