@@ -4,7 +4,13 @@ import cookie from "@fastify/cookie";
 import rateLimit from "@fastify/rate-limit";
 import fastifyStatic from "@fastify/static";
 import swagger from "@fastify/swagger";
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type RawReplyDefaultExpression,
+  type RawRequestDefaultExpression,
+  type RawServerDefault,
+} from "fastify";
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Logger } from "pino";
 import type { ApiConfig } from "./config.ts";
@@ -41,8 +47,17 @@ export interface AppDeps {
   gitCredentials?: GitCredentialSource;
 }
 
+/** The Fastify instance with the zod type provider, as the routes see it. */
+export type ControlPlaneApp = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  ZodTypeProvider
+>;
+
 export interface ControlPlane {
-  app: FastifyInstance;
+  app: ControlPlaneApp;
   ctx: Ctx;
   /** Runs the lease reaper on its interval until `close()`. */
   startReaper(): void;
@@ -143,7 +158,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
 
   let reaper: NodeJS.Timeout | undefined;
   return {
-    app: app as unknown as FastifyInstance,
+    app,
     ctx,
     startReaper() {
       reaper = setInterval(() => {
