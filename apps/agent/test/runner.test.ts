@@ -13,6 +13,8 @@ import { JobStore } from "../src/store/jobs.ts";
 /** A handler whose runs the test opens and finishes by hand: order and overlap, no timing. */
 class Gates {
   readonly started: string[] = [];
+  /** `start:TAG` and `end:TAG`, in the order they happened. */
+  readonly events: string[] = [];
   readonly #open = new Map<string, () => void>();
   readonly #waiting = new Map<string, () => void>();
   running = 0;
@@ -23,11 +25,13 @@ class Gates {
       run: async (_deps, p) => {
         const tag = p.env.TAG!;
         this.started.push(tag);
+        this.events.push(`start:${tag}`);
         this.running++;
         this.maxRunning = Math.max(this.maxRunning, this.running);
         this.#waiting.get(tag)?.();
         await new Promise<void>((resolve) => this.#open.set(tag, resolve));
         this.running--;
+        this.events.push(`end:${tag}`);
         return { ip: "10.0.0.2" };
       },
     };
@@ -99,7 +103,7 @@ describe("job runner: parallel across boxes, in order per box", () => {
     expect(runner.freeSlots()).toBe(0);
     await gates.whenStarted("a1");
     await gates.whenStarted("b1");
-    expect(gates.started.sort()).toEqual(["a1", "b1"]);
+    expect([...gates.started].sort()).toEqual(["a1", "b1"]);
 
     gates.finish("a1");
     // a2 waits for a1 (same box); c1 was waiting for a slot. Either may take the free slot,
@@ -113,7 +117,8 @@ describe("job runner: parallel across boxes, in order per box", () => {
     await runner.idle();
 
     expect(gates.maxRunning).toBe(2);
-    expect(gates.started.indexOf("a2")).toBeGreaterThan(gates.started.indexOf("a1"));
+    // Same box: a2 starts only after a1 has ended, not merely after it started.
+    expect(gates.events.indexOf("start:a2")).toBeGreaterThan(gates.events.indexOf("end:a1"));
     for (const id of ["a1", "a2", "b1", "c1"]) {
       expect(store.get(id)).toMatchObject({ status: "done", ok: true });
     }
