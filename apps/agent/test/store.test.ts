@@ -112,6 +112,37 @@ describe("agent store (real SQLite file)", () => {
     ).toEqual(["result"]);
   });
 
+  it("prunes finished jobs once delivered (or host-local) and past the cutoff, never one with events still to send", () => {
+    const jobs = new JobStore(db);
+    const old = "2026-01-01T00:00:00.000Z";
+    const recent = "2026-01-03T00:00:00.000Z";
+    const cutoff = "2026-01-02T00:00:00.000Z";
+    const finished = (id: string, at: string, o: { local?: boolean; deliver?: boolean } = {}) => {
+      jobs.insert({ id, action: "stop", box: id, payload: {}, local: o.local ?? false, receivedAt: at });
+      jobs.append(id, { type: "started", at });
+      const seq = jobs.finish(id, { ok: true, data: { ip: "10.0.0.2" } }, at)!;
+      if (o.deliver) jobs.markDelivered(id, seq);
+    };
+    finished("delivered-old", old, { deliver: true });
+    finished("undelivered-old", old);
+    finished("delivered-recent", recent, { deliver: true });
+    finished("local-old", old, { local: true });
+    jobs.insert({ id: "queued", action: "start", box: "q", payload: {}, receivedAt: old });
+    finished("set-aside-old", old);
+    jobs.markDead("set-aside-old");
+
+    expect(jobs.prune(cutoff)).toBe(3);
+    const left = db.prepare("SELECT id FROM jobs ORDER BY id").all() as Array<{ id: string }>;
+    expect(left.map((r) => r.id)).toEqual(["delivered-recent", "queued", "undelivered-old"]);
+    const events = db.prepare("SELECT DISTINCT job_id FROM outbox ORDER BY job_id").all() as Array<{
+      job_id: string;
+    }>;
+    expect(events.map((r) => r.job_id)).toEqual(["delivered-recent", "undelivered-old"]);
+    // What is left still delivers as before.
+    expect([...jobs.pending(500).keys()]).toEqual(["undelivered-old"]);
+    expect(jobs.prune(cutoff)).toBe(0);
+  });
+
   it("puts running jobs back in the queue on recovery, in arrival order", () => {
     const jobs = new JobStore(db);
     for (const id of ["a", "b", "c"])

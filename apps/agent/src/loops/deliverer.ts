@@ -15,9 +15,14 @@ const IDLE_RECHECK_MS = 5_000;
  * the control plane, or a body it will never take) or a job the control plane has closed
  * would otherwise be retried forever: those rows are set aside and logged.
  */
+/** Finished, delivered jobs stay in the agent's store this long (for `/vms` and debugging). */
+export const JOB_RETENTION_MS = 24 * 3600_000;
+const PRUNE_EVERY_MS = 60_000;
+
 export class Deliverer extends BackgroundLoop {
   readonly #failures = new Map<string, number>();
   readonly #notBefore = new Map<string, number>();
+  #prunedAt = 0;
 
   constructor(
     private readonly d: { store: JobStore; cp: ControlPlane; clock: Clock; log: Logger; metrics: Metrics },
@@ -32,7 +37,16 @@ export class Deliverer extends BackgroundLoop {
     const due = [...pending].filter(([jobId]) => (this.#notBefore.get(jobId) ?? 0) <= now);
     const counts = await Promise.all(due.map(([jobId, rows]) => this.#deliverJob(jobId, rows)));
     this.d.metrics.outboxBacklog.set(this.d.store.backlog());
+    this.#prune(now);
     return counts.reduce((a, b) => a + b, 0);
+  }
+
+  /** At most once a minute: delivered jobs older than the retention leave the SQLite store. */
+  #prune(now: number): void {
+    if (now - this.#prunedAt < PRUNE_EVERY_MS) return;
+    this.#prunedAt = now;
+    const removed = this.d.store.prune(new Date(now - JOB_RETENTION_MS).toISOString());
+    if (removed > 0) this.d.log.debug({ removed }, "pruned delivered jobs");
   }
 
   async #deliverJob(

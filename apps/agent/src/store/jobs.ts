@@ -178,6 +178,23 @@ export class JobStore {
       .changes;
   }
 
+  /**
+   * Forgets finished jobs (and their outbox rows) that finished before `cutoff` (ISO time)
+   * and have nothing left to deliver: every event reached the control plane or was set
+   * aside, or the job never leaves the host. The control plane never hands a finished job
+   * out again, so the id is not needed to keep `insert` idempotent. Returns the jobs removed.
+   */
+  prune(cutoff: string): number {
+    const done = `status = 'done' AND finished_at < @cutoff AND (local = 1 OR NOT EXISTS
+      (SELECT 1 FROM outbox o WHERE o.job_id = jobs.id AND o.delivered = 0))`;
+    return this.db.transaction(() => {
+      this.db
+        .prepare(`DELETE FROM outbox WHERE job_id IN (SELECT id FROM jobs WHERE ${done})`)
+        .run({ cutoff });
+      return this.db.prepare(`DELETE FROM jobs WHERE ${done}`).run({ cutoff }).changes;
+    })();
+  }
+
   backlog(): number {
     const row = this.db
       .prepare(
