@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import type { BoxJobPayload, JobEvent } from "@doppio/contracts";
+import type { JobEvent } from "@doppio/contracts";
 import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AgentError } from "../src/errors.ts";
@@ -12,18 +12,7 @@ import { createMetrics } from "../src/metrics.ts";
 import { type Db, openStore } from "../src/store/db.ts";
 import { JobStore } from "../src/store/jobs.ts";
 import { QemuError } from "../src/vmm/qemu/errors.ts";
-
-const payload = (slug: string): BoxJobPayload => ({
-  slug,
-  template: "minimal",
-  templateVersion: "1",
-  vcpu: 1,
-  memoryMb: 256,
-  diskGb: 1,
-  env: {},
-  owner: "user-1",
-  sitePublic: true,
-});
+import { boxPayload } from "./support/agent-harness.ts";
 
 /**
  * What a job's result event carries into the outbox, from handlers that succeed, fail
@@ -60,7 +49,7 @@ describe("job results at the agent: typed, coded, checked before the outbox", ()
       concurrency: 1,
       onEvent: () => {},
     });
-    const { action = "start", payload: p = payload(slug) } = job;
+    const { action = "start", payload: p = boxPayload(slug) } = job;
     store.insert({ id: `job-${slug}`, action, box: slug, payload: p, receivedAt: "t" });
     runner.enqueue(store.get(`job-${slug}`)!);
     await runner.idle();
