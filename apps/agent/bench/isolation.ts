@@ -113,7 +113,7 @@ try {
 
   // 2. Throughput through the edge to a real guest.
   ex = await minimalGoldenExecutor({ dataDir, network, netns: ns.name, imageVersion: "isolation" });
-  await ex.createFromGolden(boxSpec("bench-box", "10.0.0.2"), new RecordingReporter());
+  await ex.createFromGolden(boxSpec("bench-box", "10.0.0.2", 1, { probe: true }), new RecordingReporter());
   const edgePort = await freePort();
   const caddyDir = mkdtempSync(join(tmpdir(), "dbxb-caddy-"));
   const caddyFile = join(caddyDir, "caddy.json");

@@ -93,8 +93,8 @@ describe.skipIf(missing !== null)("tenant isolation from inside real guests", { 
   describe("tap mode (production)", () => {
     beforeAll(async () => {
       await Promise.all([
-        ex.createFromGolden(boxSpec("box-a", A), new RecordingReporter()),
-        ex.createFromGolden(boxSpec("box-b", B), new RecordingReporter()),
+        ex.createFromGolden(boxSpec("box-a", A, 1, { probe: true }), new RecordingReporter()),
+        ex.createFromGolden(boxSpec("box-b", B, 1, { probe: true }), new RecordingReporter()),
       ]);
     });
 
@@ -144,14 +144,31 @@ describe.skipIf(missing !== null)("tenant isolation from inside real guests", { 
   describe("user mode (make up)", () => {
     let http: string;
     let neighbourPort: string;
+    let neighbourHttp: string;
 
     beforeAll(async () => {
       const [a, b] = await Promise.all([
-        ex.createFromGolden(boxSpec("user-a", "10.0.0.20", 1, { tap: false }), new RecordingReporter()),
+        ex.createFromGolden(
+          boxSpec("user-a", "10.0.0.20", 1, { tap: false, probe: true }),
+          new RecordingReporter(),
+        ),
         ex.createFromGolden(boxSpec("user-b", "10.0.0.21", 1, { tap: false }), new RecordingReporter()),
       ]);
       http = a(8000)!;
       neighbourPort = b(8888)!.split(":")[1]!;
+      neighbourHttp = b(8000)!;
+    });
+
+    it("the probe hook refuses to run in a box whose owner did not enable it (its site is public)", () => {
+      const status = host.exec("curl", [
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        `http://${neighbourHttp}/cgi-bin/probe?to=${PUBLIC}:80`,
+      ]);
+      expect(status).toBe("403");
     });
 
     it("the guest reaches the metadata service through its one forward, and no other host port", () => {

@@ -50,7 +50,7 @@ export function boxSpec(
   slug: string,
   ip: string,
   generation = 1,
-  opts: { tap?: boolean; diskGb?: number; template?: string } = {},
+  opts: { tap?: boolean; diskGb?: number; template?: string; probe?: boolean } = {},
 ): VmSpec {
   const mac = macForIp(ip);
   return {
@@ -64,7 +64,7 @@ export function boxSpec(
       slug,
       site_url: `http://${slug}.site.test`,
       code_url: `http://${slug}.code.test`,
-      env: { GREETING: "it's a box" },
+      env: { GREETING: "it's a box", ...(opts.probe ? { DOPPIO_PROBE: "1" } : {}) },
       network: { ip, prefix: 16, gateway: GATEWAY, mac, dns: [GATEWAY] },
       metadata_url: `http://${GATEWAY}:8169`,
       secrets: {
