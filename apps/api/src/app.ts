@@ -16,12 +16,13 @@ import type { Logger } from "pino";
 import type { ApiConfig } from "./config.ts";
 import { type Clock, type Ctx, systemClock } from "./context.ts";
 import type { Database } from "./db/client.ts";
-import { RateWindow } from "./domain/rate-window.ts";
 import { requireMetricsToken } from "./http/auth.ts";
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./http/errors.ts";
 import { refuseUnstorableText } from "./http/text.ts";
 import { createMetrics } from "./metrics.ts";
 import { Bus } from "./realtime/bus.ts";
+import { PgBus } from "./realtime/pg-bus.ts";
+import { busReader } from "./realtime/reload.ts";
 import { StreamSlots } from "./realtime/stream-slots.ts";
 import { accessRoutes } from "./routes/access.ts";
 import { agentRoutes } from "./routes/agent.ts";
@@ -35,7 +36,8 @@ import { serverRoutes } from "./routes/servers.ts";
 import { loadAccessKeys } from "./services/access.ts";
 import { bootstrapAdmin } from "./services/admin.ts";
 import { type GitCredentialSource, noGitCredentials } from "./services/git-credentials.ts";
-import { reapExpiredJobs } from "./services/jobs.ts";
+import { livenessTick, reapTick } from "./services/periodic.ts";
+import { databaseRateStore, RateWindow } from "./services/rate-limits.ts";
 import { seedTemplates } from "./services/templates.ts";
 
 export interface AppDeps {
@@ -59,7 +61,10 @@ export type ControlPlaneApp = FastifyInstance<
 export interface ControlPlane {
   app: ControlPlaneApp;
   ctx: Ctx;
-  /** Runs the lease reaper on its interval until `close()`. */
+  /**
+   * Runs the periodic work (lease reaper, host liveness) on the reaper interval until
+   * `close()`, each on one replica at a time (services/periodic.ts).
+   */
   startReaper(): void;
   close(): Promise<void>;
 }
@@ -84,19 +89,31 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     db: deps.database.db,
     config,
     clock: deps.clock ?? systemClock,
-    bus: new Bus(),
+    // PGlite is one process; on PostgreSQL every replica hears every other (realtime/pg-bus.ts).
+    bus:
+      deps.database.kind === "postgres" && config.databaseUrl
+        ? new PgBus({
+            connectionString: config.databaseUrl,
+            db: deps.database.db,
+            reader: busReader(deps.database.db),
+            log: deps.logger,
+            reconnectMs: config.busReconnectMs,
+          })
+        : new Bus(),
     log: deps.logger,
     metrics: createMetrics(),
     access: await loadAccessKeys(deps.database.db),
     gitCredentials: deps.gitCredentials ?? noGitCredentials,
     streamSlots: new StreamSlots(config.streamsPerUser),
-    boxCreates: new RateWindow(config.boxCreatesPerMinute, 60_000),
+    boxCreates: new RateWindow(deps.database.db, "box-create", config.boxCreatesPerMinute, 60_000),
   };
 
+  await ctx.bus.start();
   installErrorHandling(app);
   refuseUnstorableText(app);
   await app.register(cookie);
-  await app.register(rateLimit, { global: false });
+  // Counted in the database, so a limit holds whichever replica a request reaches.
+  await app.register(rateLimit, { global: false, store: databaseRateStore(deps.database.db) });
   await app.register(swagger, {
     openapi: {
       openapi: "3.0.3",
@@ -162,13 +179,15 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     ctx,
     startReaper() {
       reaper = setInterval(() => {
-        reapExpiredJobs(ctx).catch((err) => ctx.log.error({ err }, "reaper failed"));
+        reapTick(ctx).catch((err) => ctx.log.error({ err }, "reaper failed"));
+        livenessTick(ctx).catch((err) => ctx.log.error({ err }, "liveness check failed"));
       }, config.reaperIntervalMs);
       reaper.unref();
     },
     async close() {
       clearInterval(reaper);
       await app.close();
+      await ctx.bus.close();
     },
   };
 }

@@ -36,6 +36,8 @@ export const ApiConfig = z.strictObject({
   /** A server whose last heartbeat is older than this takes no new boxes. */
   heartbeatFreshMs: z.coerce.number().int().positive().default(90_000),
   reaperIntervalMs: z.coerce.number().int().positive().default(5_000),
+  /** First wait before a lost PostgreSQL LISTEN connection is reopened (doubles up to 5 s). */
+  busReconnectMs: z.coerce.number().int().positive().default(250),
   /** Longest a claim long-poll may be held open. */
   maxClaimWaitMs: z.coerce.number().int().positive().default(25_000),
   /** Directory of the built dashboard, served under /dashboard when present. */

@@ -1,12 +1,12 @@
 import type { Logger } from "pino";
 import type { ApiConfig } from "./config.ts";
 import type { Db } from "./db/client.ts";
-import type { RateWindow } from "./domain/rate-window.ts";
 import type { Metrics } from "./metrics.ts";
 import type { Bus } from "./realtime/bus.ts";
 import type { StreamSlots } from "./realtime/stream-slots.ts";
 import type { AccessKeys } from "./services/access.ts";
 import type { GitCredentialSource } from "./services/git-credentials.ts";
+import type { RateWindow } from "./services/rate-limits.ts";
 
 export interface Clock {
   now(): Date;
@@ -26,6 +26,6 @@ export interface Ctx {
   gitCredentials: GitCredentialSource;
   /** Event and log streams each user holds open. */
   streamSlots: StreamSlots;
-  /** Box creations per user in the last minute. */
+  /** Box creations per user in the last minute (counted in the database, across replicas). */
   boxCreates: RateWindow;
 }

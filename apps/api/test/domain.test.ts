@@ -66,6 +66,45 @@ describe("placement", () => {
     expect(both.ok && both.server.name).toBe("b-ready");
   });
 
+  it("spreads by the scarcest resource, relative to each server's size", () => {
+    // "cpu-bound" has the most free memory but almost no vCPU left; "disk-bound" the same
+    // with disk; "balanced" has less memory free yet the most headroom overall.
+    const result = placeBox(
+      [
+        server({ name: "cpu-bound", used: { vcpu: 6, memoryMb: 0, diskGb: 0 } }),
+        server({ name: "disk-bound", used: { vcpu: 0, memoryMb: 0, diskGb: 85 } }),
+        server({ name: "balanced", used: { vcpu: 2, memoryMb: 4096, diskGb: 20 } }),
+      ],
+      small,
+      opts,
+    );
+    expect(result.ok && result.server.name).toBe("balanced");
+    // Relative, not absolute: an empty small host beats a big one that is 90% full, though
+    // the big one has more memory free.
+    const sized = placeBox(
+      [
+        server({
+          name: "big",
+          capacity: { vcpu: 64, memoryMb: 262144, diskGb: 2000 },
+          used: { vcpu: 58, memoryMb: 235930, diskGb: 1800 },
+        }),
+        server({ name: "small", capacity: { vcpu: 4, memoryMb: 8192, diskGb: 40 } }),
+      ],
+      small,
+      opts,
+    );
+    expect(sized.ok && sized.server.name).toBe("small");
+  });
+
+  it("places nothing on draining or disabled servers", () => {
+    const result = placeBox(
+      [server({ name: "draining", status: "draining" }), server({ name: "disabled", status: "disabled" })],
+      small,
+      opts,
+    );
+    expect(result).toEqual({ ok: false, reasons: ["draining: not active", "disabled: not active"] });
+  });
+
   it("reports an empty fleet", () => {
     expect(placeBox([], small, opts)).toEqual({ ok: false, reasons: ["no servers registered"] });
   });

@@ -76,8 +76,31 @@ export const Template = z.object({
 });
 export type Template = z.infer<typeof Template>;
 
-export const SERVER_STATUSES = ["pending", "preparing", "active", "broken", "archived"] as const;
+/**
+ * Only `active` servers take new boxes. `draining`: its boxes keep running and take their
+ * actions, nothing new lands there; `disabled`: neither, its agent gets no jobs until it is
+ * active again (queued ones wait).
+ */
+export const SERVER_STATUSES = [
+  "pending",
+  "preparing",
+  "active",
+  "draining",
+  "disabled",
+  "broken",
+  "archived",
+] as const;
 export type ServerStatus = (typeof SERVER_STATUSES)[number];
+/** What an operator does to a registered server's service, and the status each sets. */
+export const SERVER_ACTIONS = ["drain", "disable", "activate"] as const;
+export type ServerAction = (typeof SERVER_ACTIONS)[number];
+export const SERVER_ACTION_STATUS: Record<ServerAction, ServerStatus> = {
+  drain: "draining",
+  disable: "disabled",
+  activate: "active",
+};
+export const ServerActionRequest = z.strictObject({ action: z.enum(SERVER_ACTIONS) });
+export type ServerActionRequest = z.infer<typeof ServerActionRequest>;
 export const BACKENDS = ["qemu", "firecracker"] as const;
 export type Backend = (typeof BACKENDS)[number];
 
@@ -127,6 +150,12 @@ export const Server = z.object({
   used: z.object({ vcpu: z.number(), memoryMb: z.number(), diskGb: z.number() }),
   agentVersion: z.string().nullable(),
   lastHeartbeatAt: z.string().nullable(),
+  /**
+   * Set when the agent has been silent longer than the grace period: its boxes show
+   * `unknown` (their disks are on that host, so they are not re-created elsewhere) until it
+   * heartbeats again.
+   */
+  unreachableSince: z.string().nullable(),
   golden: z.record(z.string(), z.object({ status: z.string(), version: z.string().nullable() })),
 });
 export type Server = z.infer<typeof Server>;

@@ -18,6 +18,9 @@ export const BOX_STATUSES = [
   "deleting",
   "deleted",
   "error",
+  // Its host stopped heartbeating: whatever the box was doing, nobody knows now. Shown, never
+  // stored: the stored status comes back when the host does.
+  "unknown",
 ] as const;
 export type BoxStatus = (typeof BOX_STATUSES)[number];
 
@@ -33,6 +36,7 @@ const ALLOWED: Record<BoxStatus, readonly BoxAction[]> = {
   deleting: [],
   deleted: [],
   error: ["start", "stop", "reset", "delete"],
+  unknown: [],
 };
 
 export function allowedActions(status: BoxStatus): readonly BoxAction[] {

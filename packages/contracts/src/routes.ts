@@ -21,6 +21,7 @@ import {
   RegisterServerRequest,
   RotatedAgentToken,
   Server,
+  ServerActionRequest,
   ServerList,
   SignupRequest,
   TemplateJobRequest,
@@ -265,6 +266,18 @@ export const routes = {
     auth: "admin",
     params: ServerNameParams,
     responses: { 200: RotatedAgentToken },
+  }),
+  serverAction: route({
+    method: "POST",
+    path: "/api/v1/servers/:name/actions",
+    summary:
+      "Drain a host (no new boxes; its boxes run on), disable it (no jobs either), or make it active again",
+    tag: "servers",
+    auth: "admin",
+    errors: [409],
+    params: ServerNameParams,
+    body: ServerActionRequest,
+    responses: { 200: Server },
   }),
   buildGolden: route({
     method: "POST",

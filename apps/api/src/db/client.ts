@@ -18,6 +18,9 @@ export interface Database {
   close(): Promise<void>;
 }
 
+/** Advisory-lock class of migrations (the other locks: db/exclusive.ts). */
+const MIGRATION_LOCK = 0x646f71;
+
 const MIGRATIONS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../drizzle");
 
 /**
@@ -28,7 +31,15 @@ export async function openDatabase(opts: { databaseUrl?: string; dataDir: string
   if (opts.databaseUrl) {
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10 });
     const db = drizzlePg(pool, { schema });
-    await migratePg(db, { migrationsFolder: MIGRATIONS });
+    // Replicas starting together: one migrates, the others wait for it and find nothing to do.
+    const lock = await pool.connect();
+    try {
+      await lock.query("select pg_advisory_lock($1, 0)", [MIGRATION_LOCK]);
+      await migratePg(db, { migrationsFolder: MIGRATIONS });
+    } finally {
+      await lock.query("select pg_advisory_unlock($1, 0)", [MIGRATION_LOCK]).catch(() => {});
+      lock.release();
+    }
     return { db: db as unknown as Db, kind: "postgres", close: () => pool.end() };
   }
   const dir = path.join(opts.dataDir, "pgdata");

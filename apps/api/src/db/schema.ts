@@ -5,6 +5,7 @@ import {
   JOB_ACTIONS,
   JOB_STATUSES,
   type JobStep,
+  SERVER_STATUSES,
 } from "@doppio/contracts";
 import { sql } from "drizzle-orm";
 import {
@@ -99,9 +100,7 @@ export const servers = pgTable("servers", {
   id: id(),
   name: text("name").notNull().unique(),
   domain: text("domain").notNull(),
-  status: text("status", { enum: ["pending", "preparing", "active", "broken", "archived"] })
-    .notNull()
-    .default("pending"),
+  status: text("status", { enum: SERVER_STATUSES }).notNull().default("pending"),
   backend: text("backend", { enum: ["qemu", "firecracker"] }).notNull(),
   vcpu: integer("vcpu").notNull(),
   memoryMb: integer("memory_mb").notNull(),
@@ -113,6 +112,8 @@ export const servers = pgTable("servers", {
   agentTokenHash: text("agent_token_hash").notNull().unique(),
   agentVersion: text("agent_version"),
   lastHeartbeatAt: ts("last_heartbeat_at"),
+  /** Set by the liveness check once heartbeats stopped for longer than the grace; a heartbeat clears it. */
+  unreachableSince: ts("unreachable_since"),
   /** Last inventory the agent reported (VMs and states). */
   inventory: jsonb("inventory").$type<Array<{ slug: string; state: string; ip: string | null }>>(),
   createdAt: createdAt(),
@@ -288,4 +289,18 @@ export const boxAccessGrants = pgTable(
     endedAt: ts("ended_at"),
   },
   (t) => [primaryKey({ columns: [t.sid, t.serverId] }), index("box_access_grants_server_idx").on(t.serverId)],
+);
+
+/**
+ * Recent rate-limited attempts (sign-ins, box creations) by key, shared by every replica so
+ * a limit holds however requests are spread; rows older than their window are dropped.
+ */
+export const rateHits = pgTable(
+  "rate_hits",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    key: text("key").notNull(),
+    at: ts("at").notNull(),
+  },
+  (t) => [index("rate_hits_key_at_idx").on(t.key, t.at)],
 );

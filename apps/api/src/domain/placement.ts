@@ -48,10 +48,16 @@ export function placeBox(
     if (candidates.length === 0) reasons.add("no servers registered");
     return { ok: false, reasons: [...reasons] };
   }
+  const headroom = (s: Candidate) =>
+    Math.min(
+      ...(["vcpu", "memoryMb", "diskGb"] as const).map(
+        (key) => (s.capacity[key] - s.used[key] - need[key]) / s.capacity[key],
+      ),
+    );
   const ranked = [...fits].sort(
     (a, b) =>
       Number(b.golden === "ready") - Number(a.golden === "ready") ||
-      b.capacity.memoryMb - b.used.memoryMb - (a.capacity.memoryMb - a.used.memoryMb) ||
+      headroom(b) - headroom(a) ||
       a.name.localeCompare(b.name),
   );
   return { ok: true, server: ranked[0]! };

@@ -2,17 +2,17 @@ import { EventEmitter } from "node:events";
 import type { Box, Job, LogLine } from "@doppio/contracts";
 
 export type RealtimeEvent =
-  | { type: "box"; box: Box }
-  | { type: "job"; job: Job & { boxSlug: string | null } };
+  /** `boxId` lets other replicas reload the row (apps/api/src/realtime/pg-bus.ts); the stream never sends it. */
+  { type: "box"; box: Box; boxId?: string } | { type: "job"; job: Job & { boxSlug: string | null } };
 
 /**
  * In-process fan-out of state changes: `server:<id>` wakes that server's claim long-polls,
  * `team:<id>` feeds the realtime stream of that team's members, `logs:<box id>` the followers
- * of that box's log. One replica only; several
- * replicas would carry the same topics over Postgres LISTEN/NOTIFY.
+ * of that box's log. This one reaches the subscribers of its own process only, which is
+ * all there is on PGlite; on PostgreSQL `PgBus` (./pg-bus.ts) extends it across replicas.
  */
 export class Bus {
-  private readonly emitter = new EventEmitter();
+  protected readonly emitter = new EventEmitter();
 
   constructor() {
     this.emitter.setMaxListeners(0);
@@ -66,6 +66,16 @@ export class Bus {
     this.emitter.on(topic, listener);
     return () => this.emitter.off(topic, listener);
   }
+
+  /** Whether anyone in this process listens on `topic` (`server:…`, `team:…`, `logs:…`). */
+  protected listened(topic: string): boolean {
+    return this.emitter.listenerCount(topic) > 0;
+  }
+
+  /** Connects whatever carries the topics beyond this process (nothing here). */
+  async start(): Promise<void> {}
+
+  async close(): Promise<void> {}
 
   publishLogs(boxId: string, lines: LogLine[]): void {
     this.emitter.emit(`logs:${boxId}`, lines);

@@ -37,7 +37,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       onRequest: user,
       handler: async (req, reply) => {
         // Every create that gets this far counts, refused or not: each costs a transaction.
-        const waitMs = ctx.boxCreates.take(req.principal!.userId, ctx.clock.now().getTime());
+        const waitMs = await ctx.boxCreates.take(req.principal!.userId, ctx.clock.now().getTime());
         if (waitMs > 0) {
           const seconds = Math.ceil(waitMs / 1000);
           reply.header("retry-after", String(seconds));

@@ -8,6 +8,7 @@ import {
   listServers,
   registerServer,
   rotateServerToken,
+  serverAction,
 } from "../services/servers.ts";
 import { endpoint } from "./contract.ts";
 
@@ -34,6 +35,11 @@ export function serverRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       ...endpoint("rotateServerToken"),
       onRequest: admin,
       handler: async (req) => rotateServerToken(ctx, req.principal!, req.params.name),
+    });
+    app.route({
+      ...endpoint("serverAction"),
+      onRequest: admin,
+      handler: async (req) => serverAction(ctx, req.principal!, req.params.name, req.body.action),
     });
     for (const [contract, action] of [
       ["buildGolden", "build_golden"],

@@ -8,16 +8,23 @@ type ServerRow = typeof servers.$inferSelect;
 
 export function toBox(
   row: BoxRow,
-  server: Pick<ServerRow, "name" | "domain" | "publicScheme" | "publicPort"> | null,
+  server:
+    | (Pick<ServerRow, "name" | "domain" | "publicScheme" | "publicPort"> &
+        Partial<Pick<ServerRow, "unreachableSince">>)
+    | null,
 ): Box {
-  const status = row.status;
+  // The host went silent: its boxes' last known states may no longer be true.
+  const lost = !row.deletedAt && server?.unreachableSince ? server.unreachableSince : null;
+  const status = lost ? "unknown" : row.status;
   return {
     slug: row.slug,
     template: row.template,
     size: row.size,
     desiredState: row.desiredState,
     status,
-    statusReason: row.statusReason,
+    statusReason: lost
+      ? `host ${server?.name} has not been heard from since ${lost.toISOString()}`
+      : row.statusReason,
     errorCode: row.errorCode,
     server: server?.name ?? null,
     ip: row.ip,
@@ -44,6 +51,6 @@ export async function loadBoxView(ctx: Ctx, boxId: string) {
 export async function publishBox(ctx: Ctx, boxId: string) {
   const row = await loadBoxView(ctx, boxId);
   if (!row) return null;
-  ctx.bus.publish(row.box.teamId, { type: "box", box: toBox(row.box, row.server) });
+  ctx.bus.publish(row.box.teamId, { type: "box", box: toBox(row.box, row.server), boxId: row.box.id });
   return { teamId: row.box.teamId, slug: row.box.slug, serverName: row.server?.name ?? null };
 }

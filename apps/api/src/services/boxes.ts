@@ -90,7 +90,7 @@ async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
 async function announce(ctx: Ctx, serverId: string, boxId: string): Promise<void> {
   const view = await loadBoxView(ctx, boxId);
   ctx.bus.jobEnqueued(serverId);
-  if (view) ctx.bus.publish(view.box.teamId, { type: "box", box: toBox(view.box, view.server) });
+  if (view) ctx.bus.publish(view.box.teamId, { type: "box", box: toBox(view.box, view.server), boxId });
 }
 
 /** Boxes a user may have at once: one user must not exhaust every server for everyone. */
@@ -201,6 +201,23 @@ export async function performAction(
       job: inflight.id,
       action: inflight.action,
     });
+  }
+  const [host] = box.serverId
+    ? await ctx.db
+        .select({ name: servers.name, unreachableSince: servers.unreachableSince })
+        .from(servers)
+        .where(eq(servers.id, box.serverId))
+    : [];
+  if (host?.unreachableSince) {
+    // Its state is unknown and its disk is on that host: nothing to do until it is back.
+    throw new AppError(
+      "conflict",
+      `box "${slug}" is on host ${host.name}, which is unreachable; try again once it is back`,
+      {
+        status: "unknown",
+        allowedActions: [],
+      },
+    );
   }
   if (!canPerform(box.status as BoxStatus, action)) {
     throw new AppError("conflict", `cannot ${action} box "${slug}" while it is ${box.status}`, {

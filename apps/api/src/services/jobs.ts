@@ -15,7 +15,7 @@ import { and, asc, desc, eq, inArray, lt, sql } from "drizzle-orm";
 import { newId } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
-import { agentJobs, boxes } from "../db/schema.ts";
+import { agentJobs, boxes, servers } from "../db/schema.ts";
 import { applyJobEvents } from "../domain/job-events.ts";
 import { notFound } from "../errors.ts";
 import { publishBox } from "./box-view.ts";
@@ -71,7 +71,14 @@ export async function claimJobs(ctx: Ctx, serverId: string, max: number): Promis
   const next = ctx.db
     .select({ id: agentJobs.id })
     .from(agentJobs)
-    .where(and(eq(agentJobs.serverId, serverId), eq(agentJobs.status, "pending")))
+    .where(
+      and(
+        eq(agentJobs.serverId, serverId),
+        eq(agentJobs.status, "pending"),
+        // A disabled server's jobs wait until it is active again.
+        sql`(select ${servers.status} from ${servers} where ${servers.id} = ${serverId}) <> 'disabled'`,
+      ),
+    )
     .orderBy(asc(agentJobs.seqNo))
     .limit(max)
     .for("update", { skipLocked: true });

@@ -11,7 +11,7 @@ export const LOG_KEEP_LINES = 5000;
 
 type LogRow = typeof boxLogs.$inferSelect;
 
-const toLine = (r: LogRow): LogLine => ({
+export const toLine = (r: LogRow): LogLine => ({
   seq: r.seq,
   at: r.at.toISOString(),
   source: r.source,

@@ -1,17 +1,21 @@
-import type {
-  Heartbeat,
-  HeartbeatResponse,
-  RegisterServerRequest,
-  Server,
-  TemplateAction,
+import {
+  type Heartbeat,
+  type HeartbeatResponse,
+  type RegisterServerRequest,
+  SERVER_ACTION_STATUS,
+  type Server,
+  type ServerAction,
+  type ServerStatus,
+  type TemplateAction,
 } from "@doppio/contracts";
-import { and, eq, inArray, isNull, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, lt, sql } from "drizzle-orm";
 import { newId, newSecret, sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import { agentJobs, boxes, servers, serverTemplates } from "../db/schema.ts";
 import { AppError, notFound } from "../errors.ts";
 import { endedBoxAccess } from "./access.ts";
 import { audit } from "./audit.ts";
+import { publishBox } from "./box-view.ts";
 import { usedByServer } from "./capacity.ts";
 import { extendLeases, insertJob, type JobRow } from "./jobs.ts";
 import { getTemplate } from "./templates.ts";
@@ -32,6 +36,7 @@ async function toServers(ctx: Ctx, rows: ServerRow[]): Promise<Server[]> {
       used: used(s.id),
       agentVersion: s.agentVersion,
       lastHeartbeatAt: s.lastHeartbeatAt?.toISOString() ?? null,
+      unreachableSince: s.unreachableSince?.toISOString() ?? null,
       golden: Object.fromEntries(
         golden
           .filter((g) => g.serverId === s.id)
@@ -120,8 +125,12 @@ export async function recordHeartbeat(
   const now = ctx.clock.now();
   await ctx.db
     .update(servers)
-    .set({ lastHeartbeatAt: now, agentVersion: hb.version, inventory: hb.vms })
+    .set({ lastHeartbeatAt: now, unreachableSince: null, agentVersion: hb.version, inventory: hb.vms })
     .where(eq(servers.id, server.id));
+  if (server.unreachableSince) {
+    ctx.log.info({ server: server.name, since: server.unreachableSince }, "host is back");
+    await publishServerBoxes(ctx, server.id);
+  }
   for (const [template, g] of Object.entries(hb.golden)) {
     await ctx.db
       .insert(serverTemplates)
@@ -202,4 +211,76 @@ export async function enqueueTemplateJob(
     data: { template: template.name, job: job.id },
   });
   return job;
+}
+
+/** Statuses an operator may move a server between with the server actions. */
+const IN_SERVICE: readonly ServerStatus[] = ["active", "draining", "disabled"];
+
+/** `drain`, `disable` or `activate` a server (SERVER_ACTION_STATUS in packages/contracts). */
+export async function serverAction(
+  ctx: Ctx,
+  p: Principal,
+  name: string,
+  action: ServerAction,
+): Promise<Server> {
+  const [server] = await ctx.db.select().from(servers).where(eq(servers.name, name));
+  if (!server) throw notFound(`server "${name}"`);
+  if (!IN_SERVICE.includes(server.status)) {
+    throw new AppError(
+      "conflict",
+      `server "${name}" is ${server.status}; only servers in service can ${action}`,
+      {
+        status: server.status,
+      },
+    );
+  }
+  const status = SERVER_ACTION_STATUS[action];
+  await ctx.db.update(servers).set({ status }).where(eq(servers.id, server.id));
+  await audit(ctx, ctx.db, {
+    user: p.userId,
+    action: `server.${action}`,
+    targetType: "server",
+    targetId: server.id,
+    data: { from: server.status, to: status },
+  });
+  // Jobs that waited while it was disabled may go now.
+  if (status === "active") ctx.bus.jobEnqueued(server.id);
+  return getServer(ctx, name);
+}
+
+/**
+ * Marks servers in service whose agent has been silent for longer than
+ * `heartbeatFreshMs` as unreachable and tells their boxes' teams (the boxes now show
+ * `unknown`). Nothing is moved: a box's disk lives on its host. The next heartbeat clears it.
+ */
+export async function markUnreachableServers(ctx: Ctx): Promise<string[]> {
+  const now = ctx.clock.now();
+  const silentSince = new Date(now.getTime() - ctx.config.heartbeatFreshMs);
+  const lost = await ctx.db
+    .update(servers)
+    .set({ unreachableSince: now })
+    .where(
+      and(
+        isNull(servers.unreachableSince),
+        lt(servers.lastHeartbeatAt, silentSince),
+        inArray(servers.status, [...IN_SERVICE]),
+      ),
+    )
+    .returning({ id: servers.id, name: servers.name, lastHeartbeatAt: servers.lastHeartbeatAt });
+  for (const s of lost) {
+    ctx.log.warn(
+      { server: s.name, lastHeartbeatAt: s.lastHeartbeatAt },
+      "host unreachable; its boxes show unknown",
+    );
+    await publishServerBoxes(ctx, s.id);
+  }
+  return lost.map((s) => s.name);
+}
+
+async function publishServerBoxes(ctx: Ctx, serverId: string): Promise<void> {
+  const rows = await ctx.db
+    .select({ id: boxes.id })
+    .from(boxes)
+    .where(and(eq(boxes.serverId, serverId), isNull(boxes.deletedAt)));
+  for (const row of rows) await publishBox(ctx, row.id);
 }

@@ -17,6 +17,13 @@ export class TestClient {
     return this.bearer;
   }
 
+  /** The same credentials (cookie or bearer) against another replica of the control plane. */
+  at(baseUrl: string): TestClient {
+    const other = new TestClient(baseUrl, this.bearer);
+    other.cookie = this.cookie;
+    return other;
+  }
+
   withBearer(token: string): TestClient {
     return new TestClient(this.baseUrl, token);
   }

@@ -80,13 +80,16 @@ export async function startControlPlane(
     dataDir?: string;
     /** Where the control plane's log lines go (default: stdout, at the config's level). */
     logTo?: DestinationStream;
+    /** An existing PostgreSQL database (another replica's); kept at close. */
+    databaseUrl?: string;
   } = {},
 ): Promise<TestControlPlane> {
   const kind = opts.kind ?? "pglite";
   const dataDir = opts.dataDir ?? (await mkdtemp(path.join(tmpdir(), "doppio-cp-")));
   let databaseUrl: string | undefined;
   let dropDatabase = async () => {};
-  if (kind === "postgres") ({ url: databaseUrl, drop: dropDatabase } = await freshPostgresDatabase());
+  if (opts.databaseUrl) databaseUrl = opts.databaseUrl;
+  else if (kind === "postgres") ({ url: databaseUrl, drop: dropDatabase } = await freshPostgresDatabase());
   const port = await freePort();
   const adminPasswordFile = path.join(dataDir, "admin-password");
   await writeFile(adminPasswordFile, `${ADMIN_PASSWORD}\n`, { mode: 0o600 });

@@ -11,6 +11,7 @@ export const STATUS_LABELS: Record<BoxStatus, string> = {
   deleting: "Deleting",
   deleted: "Deleted",
   error: "Error",
+  unknown: "Host unreachable",
 };
 
 /** Statuses that change by themselves soon: shown with a pulsing dot. */

@@ -1,0 +1,94 @@
+import { FINAL_JOB_STATUSES, type LogLine } from "@doppio/contracts";
+import { and, asc, desc, eq, gt, gte, isNull, lte, notInArray, or } from "drizzle-orm";
+import type { Db } from "../db/client.ts";
+import { agentJobs, boxes, boxLogs, servers } from "../db/schema.ts";
+import { toBox } from "../services/box-view.ts";
+import { toJob } from "../services/jobs.ts";
+import { toLine } from "../services/logs.ts";
+import type { RealtimeEvent } from "./bus.ts";
+
+/**
+ * What a replica reads when another replica says a row changed (a notification carries a
+ * topic and an id, never the row): the row as it is now, in the shape the stream sends.
+ */
+export interface BusReader {
+  box(ref: { id?: string; teamId: string; slug: string }): Promise<RealtimeEvent | null>;
+  job(id: string): Promise<RealtimeEvent | null>;
+  /** Lines of the box with `after < seq <= upTo` (no upper bound when `upTo` is absent). */
+  logs(boxId: string, after: number, upTo?: number): Promise<LogLine[]>;
+  /** The team's boxes and jobs that changed since `since`, plus every job still in flight. */
+  teamSince(teamId: string, since: Date): Promise<RealtimeEvent[]>;
+}
+
+const LOG_LINES_MAX = 5000;
+
+export function busReader(db: Db): BusReader {
+  const boxWhere = (ref: { id?: string; teamId: string; slug: string }) =>
+    ref.id
+      ? eq(boxes.id, ref.id)
+      : and(eq(boxes.teamId, ref.teamId), eq(boxes.slug, ref.slug), isNull(boxes.deletedAt));
+  return {
+    async box(ref) {
+      const [row] = await db
+        .select({ box: boxes, server: servers })
+        .from(boxes)
+        .leftJoin(servers, eq(servers.id, boxes.serverId))
+        .where(boxWhere(ref))
+        .orderBy(desc(boxes.createdAt))
+        .limit(1);
+      return row ? { type: "box", box: toBox(row.box, row.server), boxId: row.box.id } : null;
+    },
+    async job(id) {
+      const [row] = await db
+        .select({ job: agentJobs, slug: boxes.slug, server: servers.name })
+        .from(agentJobs)
+        .innerJoin(boxes, eq(boxes.id, agentJobs.boxId))
+        .innerJoin(servers, eq(servers.id, agentJobs.serverId))
+        .where(eq(agentJobs.id, id));
+      return row ? { type: "job", job: toJob(row.job, row.slug, row.server) } : null;
+    },
+    async logs(boxId, after, upTo) {
+      const rows = await db
+        .select()
+        .from(boxLogs)
+        .where(
+          and(
+            eq(boxLogs.boxId, boxId),
+            gt(boxLogs.seq, after),
+            upTo === undefined ? undefined : lte(boxLogs.seq, upTo),
+          ),
+        )
+        .orderBy(asc(boxLogs.seq))
+        .limit(LOG_LINES_MAX);
+      return rows.map(toLine);
+    },
+    async teamSince(teamId, since) {
+      const boxRows = await db
+        .select({ box: boxes, server: servers })
+        .from(boxes)
+        .leftJoin(servers, eq(servers.id, boxes.serverId))
+        .where(and(eq(boxes.teamId, teamId), gte(boxes.updatedAt, since)))
+        .orderBy(asc(boxes.updatedAt));
+      const jobRows = await db
+        .select({ job: agentJobs, slug: boxes.slug, server: servers.name })
+        .from(agentJobs)
+        .innerJoin(boxes, eq(boxes.id, agentJobs.boxId))
+        .innerJoin(servers, eq(servers.id, agentJobs.serverId))
+        .where(
+          and(
+            eq(boxes.teamId, teamId),
+            or(
+              notInArray(agentJobs.status, [...FINAL_JOB_STATUSES]),
+              gte(agentJobs.createdAt, since),
+              gte(agentJobs.finishedAt, since),
+            ),
+          ),
+        )
+        .orderBy(asc(agentJobs.seqNo));
+      return [
+        ...jobRows.map((r): RealtimeEvent => ({ type: "job", job: toJob(r.job, r.slug, r.server) })),
+        ...boxRows.map((r): RealtimeEvent => ({ type: "box", box: toBox(r.box, r.server), boxId: r.box.id })),
+      ];
+    },
+  };
+}

@@ -1,0 +1,36 @@
+import type { Ctx } from "../context.ts";
+import { type ExclusiveResult, type ExclusiveTask, exclusively } from "../db/exclusive.ts";
+import { reapExpiredJobs } from "./jobs.ts";
+import { purgeRateHits } from "./rate-limits.ts";
+import { markUnreachableServers } from "./servers.ts";
+
+/** Rate-limit attempts older than this are of no window any more. */
+const RATE_HITS_KEEP_MS = 60 * 60_000;
+
+const dbKind = (ctx: Ctx) => (ctx.config.databaseUrl ? "postgres" : "pglite");
+
+/** Runs a periodic task on this replica unless another replica is running it now. */
+export function runExclusive<T>(
+  ctx: Ctx,
+  task: ExclusiveTask,
+  fn: () => Promise<T>,
+): Promise<ExclusiveResult<T>> {
+  return exclusively(ctx.db, dbKind(ctx), task, fn);
+}
+
+/**
+ * One tick of the lease reaper (apps/api/src/services/jobs.ts), on one replica at a time;
+ * it also drops rate-limit attempts no window needs.
+ */
+export function reapTick(ctx: Ctx) {
+  return runExclusive(ctx, "lease-reaper", async () => {
+    const reaped = await reapExpiredJobs(ctx);
+    await purgeRateHits(ctx.db, ctx.clock.now().getTime(), RATE_HITS_KEEP_MS);
+    return reaped;
+  });
+}
+
+/** One tick of the host liveness check (services/servers.ts), on one replica at a time. */
+export function livenessTick(ctx: Ctx) {
+  return runExclusive(ctx, "server-liveness", () => markUnreachableServers(ctx));
+}

@@ -1,0 +1,213 @@
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PgBus } from "../src/realtime/pg-bus.ts";
+import { reapTick, runExclusive } from "../src/services/periodic.ts";
+import { heartbeat, registerServer, signedInClient, TestClient } from "./support/client.ts";
+import {
+  dbUnavailable,
+  freshPostgresDatabase,
+  startControlPlane,
+  type TestControlPlane,
+} from "./support/control-plane.ts";
+import { SseReader } from "./support/sse.ts";
+
+const at = () => new Date().toISOString();
+/** Small limits, the same on both replicas: each replica alone would allow them again. */
+const LIMITS = { authRateLimitPerMinute: 5, boxCreatesPerMinute: 4 };
+const why = dbUnavailable("postgres");
+if (why) console.warn(`SKIPPING control-plane replicas: ${why}`);
+
+/** The PostgreSQL bus of a replica (on PostgreSQL every replica has one). */
+function busOf(replica: TestControlPlane): PgBus {
+  const bus = replica.cp.ctx.bus;
+  if (!(bus instanceof PgBus)) throw new Error("a replica on PostgreSQL must use the PostgreSQL bus");
+  return bus;
+}
+
+/**
+ * Two control planes (A and B), each its own Fastify server on its own port with its own
+ * pool and LISTEN connection, on ONE real PostgreSQL database: what one replica commits,
+ * the other's streams and long-polls must see.
+ */
+describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => {
+  let db: Awaited<ReturnType<typeof freshPostgresDatabase>>;
+  let a: TestControlPlane;
+  let b: TestControlPlane;
+  let ownerA: TestClient;
+  let ownerB: TestClient;
+  let agentA: TestClient;
+  let agentB: TestClient;
+  let n = 0;
+
+  beforeAll(async () => {
+    db = await freshPostgresDatabase();
+    a = await startControlPlane({ kind: "postgres", databaseUrl: db.url, config: LIMITS });
+    // B waits 3 s before reopening a lost LISTEN connection, so the test can commit through
+    // A while B is deaf and then see B catch up.
+    b = await startControlPlane({
+      kind: "postgres",
+      databaseUrl: db.url,
+      config: { ...LIMITS, busReconnectMs: 3_000 },
+    });
+    const admin = await a.admin();
+    agentA = await registerServer(admin, "replica-host");
+    expect((await agentA.post("/agent/v1/heartbeat", heartbeat())).status).toBe(200);
+    agentB = agentA.at(b.url);
+    ownerA = await signedInClient(a.url, "replicas");
+    ownerB = ownerA.at(b.url);
+  });
+
+  afterAll(async () => {
+    await b?.close();
+    await a?.close();
+    await db?.drop();
+  });
+
+  async function createThroughA(): Promise<{ slug: string; jobId: string }> {
+    const res = await ownerA.post("/api/v1/boxes", { template: "minimal", name: `rep-${n++}` });
+    expect(res.status).toBe(202);
+    return { slug: res.body.box.slug, jobId: res.body.job.id };
+  }
+
+  it("takes a session made on A on B, and signing out on B ends it on A", async () => {
+    const someone = await signedInClient(a.url, "replica-session");
+    expect((await someone.at(b.url).get("/api/v1/me")).status).toBe(200);
+    expect((await someone.at(b.url).post("/api/v1/auth/logout")).status).toBe(204);
+    expect((await someone.get("/api/v1/me")).status).toBe(401);
+  });
+
+  it("carries a box, its job and its log from A to SSE clients and a long-polling agent on B", async () => {
+    const events = new SseReader(await ownerB.open("/api/v1/events"));
+    // The agent waits on B; the box is created on A: only the bus can wake it before its wait ends.
+    const started = Date.now();
+    const claim = agentB.post("/agent/v1/jobs/claim", { waitMs: 20_000 });
+    await new Promise((r) => setTimeout(r, 300)); // let B's claim find nothing and start waiting
+    const { slug, jobId } = await createThroughA();
+    const claimed = await claim;
+    expect(claimed.body.jobs.map((j: { id: string }) => j.id)).toEqual([jobId]);
+    expect(Date.now() - started).toBeLessThan(15_000); // woken, not timed out
+
+    expect(await events.waitFor((f) => f.event === "box" && (f.data as any).slug === slug)).toMatchObject({
+      slug,
+    });
+    const done = [
+      { seq: 1, at: at(), type: "started" },
+      { seq: 2, at: at(), type: "result", ok: true, data: { ip: "10.0.0.7" } },
+    ];
+    expect((await agentA.post(`/agent/v1/jobs/${jobId}/events`, { events: done })).status).toBe(200);
+    await events.waitFor(
+      (f) => f.event === "job" && (f.data as any).id === jobId && (f.data as any).status === "succeeded",
+    );
+    await events.waitFor(
+      (f) => f.event === "box" && (f.data as any).slug === slug && (f.data as any).status === "running",
+    );
+
+    const logs = new SseReader(await ownerB.open(`/api/v1/boxes/${slug}/logs/stream`));
+    const lines = [{ offset: 0, at: at(), source: "console", text: "from replica A" }];
+    expect((await agentA.post(`/agent/v1/boxes/${slug}/logs`, { epoch: 1, end: 15, lines })).status).toBe(
+      200,
+    );
+    const got = await logs.waitFor((f) => f.event === "lines");
+    expect(got.lines.map((l: { text: string }) => l.text)).toEqual(["from replica A"]);
+    await Promise.all([events.close(), logs.close()]);
+  });
+
+  it("misses nothing while B's LISTEN connection is killed and comes back", async () => {
+    const { slug: logged, jobId: first } = await createThroughA();
+    const ok = (seq: number) => ({ seq, at: at(), type: "result", ok: true, data: { ip: "10.0.0.8" } });
+    await agentA.post("/agent/v1/jobs/claim", { waitMs: 0 });
+    await agentA.post(`/agent/v1/jobs/${first}/events`, { events: [ok(1)] });
+
+    const events = new SseReader(await ownerB.open("/api/v1/events"));
+    const logs = new SseReader(await ownerB.open(`/api/v1/boxes/${logged}/logs/stream`));
+    const claim = agentB.post("/agent/v1/jobs/claim", { waitMs: 20_000 });
+    await new Promise((r) => setTimeout(r, 300));
+
+    const bus = busOf(b);
+    const before = bus.listenerState();
+    expect(before.connected).toBe(true);
+    const killer = new pg.Client({ connectionString: db.url });
+    await killer.connect();
+    const killed = await killer.query("select pg_terminate_backend($1) as ok", [before.pid]);
+    await killer.end();
+    expect(killed.rows[0].ok).toBe(true);
+    await expect.poll(() => bus.listenerState().connected).toBe(false);
+
+    // Committed through A while B hears nothing: a new box (and its job), a log line.
+    const { slug, jobId } = await createThroughA();
+    const line = [{ offset: 0, at: at(), source: "console", text: "said while B was deaf" }];
+    expect(
+      (await agentA.post(`/agent/v1/boxes/${logged}/logs`, { epoch: 1, end: 22, lines: line })).status,
+    ).toBe(200);
+    // Still deaf: what follows proves the catch-up read, not a notification.
+    expect(bus.listenerState().connected).toBe(false);
+
+    const claimed = await claim;
+    expect(claimed.body.jobs.map((j: { id: string }) => j.id)).toEqual([jobId]);
+    await events.waitFor((f) => f.event === "box" && (f.data as any).slug === slug);
+    await events.waitFor((f) => f.event === "job" && (f.data as any).id === jobId);
+    const got = await logs.waitFor((f) => f.event === "lines");
+    expect(got.lines.map((l: { text: string }) => l.text)).toEqual(["said while B was deaf"]);
+    const after = bus.listenerState();
+    expect(after.reconnects).toBe(before.reconnects + 1);
+    expect(after.pid).not.toBe(before.pid);
+
+    // And it listens again: the next change arrives as a notification.
+    await agentA.post(`/agent/v1/jobs/${jobId}/events`, { events: [ok(1)] });
+    await events.waitFor(
+      (f) => f.event === "box" && (f.data as any).slug === slug && (f.data as any).status === "running",
+    );
+    await Promise.all([events.close(), logs.close()]);
+  });
+
+  it("runs work that must happen once on one replica at a time", async () => {
+    let release = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    let entered = () => {};
+    const inside = new Promise<void>((r) => {
+      entered = r;
+    });
+    const onA = runExclusive(a.cp.ctx, "lease-reaper", async () => {
+      entered();
+      await gate;
+      return "a";
+    });
+    await inside;
+    // While A holds the reaper, B's ticks (the real reaper included) do nothing.
+    expect(await runExclusive(b.cp.ctx, "lease-reaper", async () => "b")).toEqual({ ran: false });
+    expect(await reapTick(b.cp.ctx)).toEqual({ ran: false });
+    // Another task is not blocked by it.
+    expect(await runExclusive(b.cp.ctx, "server-liveness", async () => "b")).toEqual({
+      ran: true,
+      value: "b",
+    });
+    release();
+    expect(await onA).toEqual({ ran: true, value: "a" });
+    expect(await reapTick(b.cp.ctx)).toMatchObject({ ran: true });
+  });
+
+  it("counts sign-in attempts and box creations across replicas", async () => {
+    // One admin login so far from this address; four more wrong ones, alternating replicas.
+    const anonymous = new TestClient(a.url);
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const client = i % 2 === 0 ? anonymous : anonymous.at(b.url);
+      statuses.push(
+        (await client.post("/api/v1/auth/login", { email: "nobody@example.com", password: "wrong password" }))
+          .status,
+      );
+    }
+    expect(statuses).toEqual([401, 401, 401, 401, 429, 429]);
+
+    const creator = await signedInClient(a.url, "replica-rate");
+    const creates: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const client = i % 2 === 0 ? creator : creator.at(b.url);
+      creates.push((await client.post("/api/v1/boxes", { template: "minimal", name: `rate-${i}` })).status);
+    }
+    expect(creates.slice(0, 4)).not.toContain(429);
+    expect(creates.slice(4)).toEqual([429, 429]);
+  });
+});
