@@ -38,6 +38,12 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
   let agentA: TestClient;
   let agentB: TestClient;
   let n = 0;
+  const readers: SseReader[] = [];
+  const follow = async (client: TestClient, path: string) => {
+    const reader = new SseReader(await client.open(path));
+    readers.push(reader);
+    return reader;
+  };
 
   beforeAll(async () => {
     db = await freshPostgresDatabase();
@@ -58,6 +64,8 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
   });
 
   afterAll(async () => {
+    // Streams a failed test left open would hold the replicas' close.
+    await Promise.all(readers.map((r) => r.close()));
     await b?.close();
     await a?.close();
     await db?.drop();
@@ -77,7 +85,7 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
   });
 
   it("carries a box, its job and its log from A to SSE clients and a long-polling agent on B", async () => {
-    const events = new SseReader(await ownerB.open("/api/v1/events"));
+    const events = await follow(ownerB, "/api/v1/events");
     // The agent waits on B; the box is created on A: only the bus can wake it before its wait ends.
     const started = Date.now();
     const claim = agentB.post("/agent/v1/jobs/claim", { waitMs: 20_000 });
@@ -102,7 +110,7 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
       (f) => f.event === "box" && (f.data as any).slug === slug && (f.data as any).status === "running",
     );
 
-    const logs = new SseReader(await ownerB.open(`/api/v1/boxes/${slug}/logs/stream`));
+    const logs = await follow(ownerB, `/api/v1/boxes/${slug}/logs/stream`);
     const lines = [{ offset: 0, at: at(), source: "console", text: "from replica A" }];
     expect((await agentA.post(`/agent/v1/boxes/${slug}/logs`, { epoch: 1, end: 15, lines })).status).toBe(
       200,
@@ -118,8 +126,8 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
     await agentA.post("/agent/v1/jobs/claim", { waitMs: 0 });
     await agentA.post(`/agent/v1/jobs/${first}/events`, { events: [ok(1)] });
 
-    const events = new SseReader(await ownerB.open("/api/v1/events"));
-    const logs = new SseReader(await ownerB.open(`/api/v1/boxes/${logged}/logs/stream`));
+    const events = await follow(ownerB, "/api/v1/events");
+    const logs = await follow(ownerB, `/api/v1/boxes/${logged}/logs/stream`);
     const claim = agentB.post("/agent/v1/jobs/claim", { waitMs: 20_000 });
     await new Promise((r) => setTimeout(r, 300));
 
