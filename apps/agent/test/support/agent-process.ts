@@ -22,16 +22,19 @@ export class AgentProcess {
     readonly configFile: string,
     readonly logFile: string,
     readonly fake: FakeExecutorOptions,
+    /** A network namespace (of the test's) the process runs in, as if on its own host. */
+    readonly netns?: string,
   ) {}
 
   static async prepare(
     dataDir: string,
     config: Record<string, unknown>,
     fake: FakeExecutorOptions,
+    netns?: string,
   ): Promise<AgentProcess> {
     const configFile = path.join(dataDir, "agent.yaml");
     await writeFile(configFile, stringify(config));
-    return new AgentProcess(configFile, path.join(dataDir, "agent.log"), fake);
+    return new AgentProcess(configFile, path.join(dataDir, "agent.log"), fake, netns);
   }
 
   get pid(): number | undefined {
@@ -40,15 +43,21 @@ export class AgentProcess {
 
   start(): void {
     const log = createWriteStream(this.logFile, { flags: "a" });
-    const child = spawn(
+    const node = [
       process.execPath,
-      ["--import", "tsx", "apps/agent/test/support/fake-agent-main.ts", "--config", this.configFile],
-      {
-        cwd: ROOT,
-        env: { ...process.env, DOPPIO_TEST_FAKE_EXECUTOR: JSON.stringify(this.fake) },
-        stdio: ["ignore", "pipe", "pipe"],
-      },
-    );
+      "--import",
+      "tsx",
+      "apps/agent/test/support/fake-agent-main.ts",
+      "--config",
+      this.configFile,
+    ];
+    // `ip netns exec` execs node in place: the PID stays the agent's.
+    const [file, ...args] = this.netns ? ["ip", "netns", "exec", this.netns, ...node] : node;
+    const child = spawn(file!, args, {
+      cwd: ROOT,
+      env: { ...process.env, DOPPIO_TEST_FAKE_EXECUTOR: JSON.stringify(this.fake) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     child.stdout!.pipe(log, { end: false });
     child.stderr!.pipe(log, { end: false });
     this.#child = child;

@@ -1,0 +1,177 @@
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { TestClient } from "../../../../api/test/support/client.ts";
+import {
+  ADMIN_EMAIL,
+  ADMIN_PASSWORD,
+  freshPostgresDatabase,
+} from "../../../../api/test/support/control-plane.ts";
+import { ReplicaProcess } from "../../../../api/test/support/replica-process.ts";
+import { RoundRobinProxy } from "../../../../api/test/support/round-robin-proxy.ts";
+import { freePort } from "../../support/agent-harness.ts";
+import { AgentProcess } from "../../support/agent-process.ts";
+import { TestNetns } from "../../support/netns.ts";
+
+/** Control-plane settings for a run measured in seconds, not hours. */
+const REPLICA_CONFIG = {
+  reaperIntervalMs: 1_000,
+  deliveryLeaseMs: 5_000,
+  runningLeaseMs: 120_000,
+  heartbeatFreshMs: 8_000,
+  boxQuotaPerUser: 1_000,
+  boxCreatesPerMinute: 100_000,
+  authRateLimitPerMinute: 100_000,
+};
+
+/** One "host": an agent process (fake executor, state in a file) in its own namespace when root. */
+export interface Host {
+  name: string;
+  dataDir: string;
+  stateFile: string;
+  agent: AgentProcess;
+  netns: TestNetns | null;
+  /** The root-namespace end of the host's link to the control plane (null without netns). */
+  link: string | null;
+}
+
+export interface Cluster {
+  databaseUrl: string;
+  replicas: ReplicaProcess[];
+  lb: RoundRobinProxy;
+  /** The balancer's URL from this process. */
+  url: string;
+  hosts: Host[];
+  /** A user's client (bearer token) through the balancer. */
+  user: TestClient;
+  /** The administrator through the balancer (bearer token). */
+  admin: TestClient;
+  setLink(host: Host, up: boolean): void;
+  close(): Promise<void>;
+}
+
+const sh = (file: string, args: string[]) => execFileSync(file, args, { stdio: "pipe" });
+
+export async function startCluster(opts: {
+  replicas: number;
+  hosts: number;
+  netns: boolean;
+}): Promise<Cluster> {
+  const db = await freshPostgresDatabase();
+  const cleanup: Array<() => Promise<void> | void> = [() => db.drop()];
+  const close = async () => {
+    for (const undo of cleanup.reverse()) await Promise.resolve(undo()).catch(() => {});
+  };
+  try {
+    const replicas: ReplicaProcess[] = [];
+    for (let i = 0; i < opts.replicas; i++) {
+      const r = await ReplicaProcess.prepare(db.url, await freePort(), REPLICA_CONFIG);
+      cleanup.push(() => r.remove());
+      await r.start();
+      replicas.push(r);
+    }
+    const backends = replicas.map((r) => ({ host: "127.0.0.1", port: Number(new URL(r.url).port) }));
+    const lb = await RoundRobinProxy.start(backends);
+    cleanup.push(() => lb.close());
+    const url = `http://127.0.0.1:${lb.port}`;
+
+    // Sign in on one replica directly (its own origin), then work with bearer tokens through the balancer.
+    const direct = new TestClient(replicas[0]!.url);
+    const login = await direct.post("/api/v1/auth/login", { email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
+    if (login.status !== 200) throw new Error(`admin login: ${login.status}`);
+    const adminToken = (await direct.post("/api/v1/tokens", { name: "chaos-admin" })).body.token as string;
+    const admin = new TestClient(url, adminToken);
+
+    const hosts: Host[] = [];
+    const tag = randomBytes(2).toString("hex");
+    const octet = 200 + (randomBytes(1)[0]! % 50);
+    for (let i = 0; i < opts.hosts; i++) {
+      const name = `chaos-${i}`;
+      const reg = await admin.post("/api/v1/servers", {
+        name,
+        domain: `${name}.example.test`,
+        backend: "qemu",
+        capacity: { vcpu: 256, memoryMb: 1024 * 1024, diskGb: 10_000 },
+      });
+      if (reg.status !== 201) throw new Error(`register ${name}: ${reg.status}`);
+      const dataDir = await mkdtemp(path.join(tmpdir(), `doppio-${name}-`));
+      cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+      let cpUrl = url;
+      let netns: TestNetns | null = null;
+      let link: string | null = null;
+      if (opts.netns) {
+        netns = TestNetns.create("dbxc");
+        const ns = netns;
+        cleanup.push(() => ns.destroy());
+        link = `cx${tag}${i}h`;
+        const peer = `cx${tag}${i}n`;
+        const [hostIp, nsIp] = [`10.${octet}.${i}.1`, `10.${octet}.${i}.2`];
+        sh("ip", ["link", "add", link, "type", "veth", "peer", "name", peer]);
+        const hostLink = link;
+        cleanup.push(() => {
+          sh("ip", ["link", "del", hostLink]);
+        });
+        sh("ip", ["link", "set", peer, "netns", ns.name]);
+        sh("ip", ["addr", "add", `${hostIp}/30`, "dev", link]);
+        sh("ip", ["link", "set", link, "up"]);
+        sh("ip", ["-n", ns.name, "addr", "add", `${nsIp}/30`, "dev", peer]);
+        sh("ip", ["-n", ns.name, "link", "set", peer, "up"]);
+        await lb.listenOn(hostIp);
+        cpUrl = `http://${hostIp}:${lb.port}`;
+      }
+      const stateFile = path.join(dataDir, "fake-host.json");
+      const agent = await AgentProcess.prepare(
+        dataDir,
+        {
+          controlPlaneUrl: cpUrl,
+          serverToken: reg.body.agentToken,
+          dataDir,
+          domain: `${name}.example.test`,
+          apiToken: `chaos-agent-api-token-${tag}-0123456789`,
+          // Each namespace has its own loopback; without namespaces the agents share one.
+          listen: `127.0.0.1:${netns ? 18090 : await freePort()}`,
+          heartbeatIntervalMs: 1_000,
+          claimWaitMs: 5_000,
+          reconcileIntervalMs: 5_000,
+          logLevel: "info",
+        },
+        { stateFile, golden: { minimal: "ready" }, stepDelayMs: 100 },
+        netns?.name,
+      );
+      cleanup.push(() => agent.kill("SIGKILL").then(() => {}));
+      agent.start();
+      hosts.push({ name, dataDir, stateFile, agent, netns, link });
+    }
+
+    const signup = await new TestClient(replicas[0]!.url).post("/api/v1/auth/signup", {
+      email: `chaos-${tag}@example.com`,
+      password: "correct horse battery staple",
+    });
+    if (signup.status !== 201) throw new Error(`signup: ${signup.status}`);
+    const userDirect = new TestClient(replicas[0]!.url);
+    await userDirect.post("/api/v1/auth/login", {
+      email: `chaos-${tag}@example.com`,
+      password: "correct horse battery staple",
+    });
+    const userToken = (await userDirect.post("/api/v1/tokens", { name: "chaos" })).body.token as string;
+
+    return {
+      databaseUrl: db.url,
+      replicas,
+      lb,
+      url,
+      hosts,
+      user: new TestClient(url, userToken),
+      admin,
+      setLink(host, up) {
+        if (host.link) sh("ip", ["link", "set", host.link, up ? "up" : "down"]);
+      },
+      close,
+    };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

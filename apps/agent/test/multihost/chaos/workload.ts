@@ -1,0 +1,171 @@
+import type { TestClient } from "../../../../api/test/support/client.ts";
+
+/** A small seeded PRNG (mulberry32): the same seed gives the same sequence. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A request through the balancer, retried while the control plane is (partly) down:
+ * network errors, 502/503 and 5xx. Anything else is an answer.
+ */
+export async function retrying<T>(what: string, call: () => Promise<{ status: number; body: T }>) {
+  for (let i = 0; ; i++) {
+    try {
+      const res = await call();
+      if (res.status < 500) return res;
+    } catch {
+      // the replica behind the connection died; try again
+    }
+    if (i >= 60) throw new Error(`${what}: no answer after ${i} tries`);
+    await sleep(500);
+  }
+}
+
+export interface Submitted {
+  jobId: string;
+  slug: string;
+  action: string;
+}
+
+/**
+ * The user's stream of `total` actions: creates, stops, starts, resets and deletes on its
+ * boxes, `parallel` at a time, each only when the box allows it. Returns every job the API
+ * accepted.
+ */
+export async function runWorkload(
+  user: TestClient,
+  opts: { total: number; parallel: number; random: () => number; onSubmitted: (n: number) => Promise<void> },
+): Promise<Submitted[]> {
+  const submitted: Submitted[] = [];
+  const busy = new Set<string>();
+  let created = 0;
+  let issued = 0;
+  const worker = async () => {
+    while (issued < opts.total) {
+      const list = await retrying("list", () => user.get("/api/v1/boxes"));
+      const boxes = (
+        list.body as { boxes: Array<{ slug: string; status: string; allowedActions: string[] }> }
+      ).boxes;
+      const ready = boxes.filter((b) => !busy.has(b.slug) && b.allowedActions.length > 0);
+      const r = opts.random();
+      let slug: string;
+      let action: string;
+      if (boxes.length < 4 || ready.length === 0 || r < 0.15) {
+        slug = `chaos-box-${created++}`;
+        action = "create";
+      } else {
+        const box = ready[Math.floor(opts.random() * ready.length)]!;
+        const choices = box.allowedActions.filter((a) => a !== "delete" || boxes.length > 3);
+        if (choices.length === 0) {
+          await sleep(100);
+          continue;
+        }
+        slug = box.slug;
+        action = choices[Math.floor(opts.random() * choices.length)]!;
+      }
+      issued++;
+      busy.add(slug);
+      const res =
+        action === "create"
+          ? await retrying("create", () => user.post("/api/v1/boxes", { template: "minimal", name: slug }))
+          : action === "delete"
+            ? await retrying("delete", () => user.del(`/api/v1/boxes/${slug}`))
+            : await retrying(action, () => user.post(`/api/v1/boxes/${slug}/${action}`));
+      const body = res.body as { job?: { id: string } };
+      if (res.status === 202 && body.job) {
+        submitted.push({ jobId: body.job.id, slug, action });
+        await opts.onSubmitted(submitted.length);
+      } else if (res.status === 409 && action === "create") {
+        // A create whose answer was lost when its replica died: it exists; its job is in the database.
+      }
+      await waitSettled(user, slug);
+      busy.delete(slug);
+    }
+  };
+  await Promise.all(Array.from({ length: opts.parallel }, worker));
+  return submitted;
+}
+
+/** Until the box has no job in flight (or is gone). */
+async function waitSettled(user: TestClient, slug: string): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    const res = await retrying("box", () => user.get(`/api/v1/boxes/${slug}`));
+    if (res.status === 404) return;
+    const box = res.body as { allowedActions: string[]; status: string };
+    if (box.allowedActions.length > 0 || box.status === "deleted") return;
+    await sleep(200);
+  }
+}
+
+/**
+ * What a dashboard does: follow the team's events through the balancer, and on every
+ * (re)connect reread the box list, since events sent while it was away are gone.
+ */
+export class EventWatcher {
+  readonly status = new Map<string, string>();
+  reconnects = 0;
+  private stopped = false;
+  private abort = new AbortController();
+  private readonly done: Promise<void>;
+
+  constructor(private readonly user: TestClient) {
+    this.done = this.loop();
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      try {
+        this.abort = new AbortController();
+        const res = await this.user.open("/api/v1/events", {}, this.abort.signal);
+        if (res.status !== 200 || !res.body) throw new Error(`events: ${res.status}`);
+        const list = await this.user.get("/api/v1/boxes");
+        if (list.status === 200) {
+          const live = new Set<string>();
+          for (const b of list.body.boxes as Array<{ slug: string; status: string }>) {
+            live.add(b.slug);
+            this.status.set(b.slug, b.status);
+          }
+          for (const slug of this.status.keys()) if (!live.has(slug)) this.status.set(slug, "deleted");
+        }
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value;
+          for (let end = buf.indexOf("\n\n"); end >= 0; end = buf.indexOf("\n\n")) {
+            const frame = buf.slice(0, end);
+            buf = buf.slice(end + 2);
+            const data = /^data: (.*)$/m.exec(frame)?.[1];
+            if (/^event: box$/m.test(frame) && data) {
+              const box = JSON.parse(data) as { slug: string; status: string };
+              this.status.set(box.slug, box.status);
+            }
+          }
+        }
+      } catch {
+        // the replica went away; reconnect
+      }
+      if (!this.stopped) {
+        this.reconnects++;
+        await sleep(300);
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abort.abort();
+    await this.done;
+  }
+}
