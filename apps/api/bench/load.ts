@@ -52,6 +52,8 @@ interface RunResult {
   seconds: number;
   routes: Map<string, number[]>;
   errors: number;
+  /** 503s: no host could take a box. */
+  refused: number;
   dispatch: number[];
   generatorCpu: number;
 }
@@ -75,6 +77,7 @@ async function run(replicaCount: number): Promise<RunResult> {
     const routes = new Map<string, number[]>();
     const dispatch: number[] = [];
     let errors = 0;
+    let refused = 0;
     let measuring = false;
     let running = true;
     const timed = async <T extends { status: number }>(route: string, call: () => Promise<T>): Promise<T> => {
@@ -84,7 +87,8 @@ async function run(replicaCount: number): Promise<RunResult> {
         const list = routes.get(route) ?? [];
         list.push(now() - t0);
         routes.set(route, list);
-        if (res.status >= 500) errors++;
+        if (res.status === 503) refused++;
+        else if (res.status >= 500) errors++;
       }
       return res;
     };
@@ -171,6 +175,8 @@ async function run(replicaCount: number): Promise<RunResult> {
       }
     };
 
+    // Sign-ups take minutes: heartbeat again so every host is fresh for placement.
+    await Promise.all(agentClients.map((a) => a.post("/agent/v1/heartbeat", heartbeat())));
     const loops = [...agentClients.map(agentLoop), ...users.map(userLoop)];
     await new Promise((r) => setTimeout(r, WARMUP_MS));
     measuring = true;
@@ -187,6 +193,7 @@ async function run(replicaCount: number): Promise<RunResult> {
       seconds: elapsed,
       routes,
       errors,
+      refused,
       dispatch,
       generatorCpu: (cpu.user + cpu.system) / 1e6 / elapsed,
     };
@@ -211,7 +218,8 @@ console.log(
 );
 console.log(col("", 36) + results.map((r) => col(`${r.replicas} replica(s)`)).join(""));
 console.log(col("requests/s (all routes below)", 36) + results.map((r) => col(rps(r).toFixed(0))).join(""));
-console.log(col("5xx answers", 36) + results.map((r) => col(String(r.errors))).join(""));
+console.log(col("500 answers", 36) + results.map((r) => col(String(r.errors))).join(""));
+console.log(col("503 answers (no capacity)", 36) + results.map((r) => col(String(r.refused))).join(""));
 console.log(
   col("dispatch p50/p99 ms (n)", 36) +
     results
