@@ -8,8 +8,7 @@ export type DesiredState = (typeof DESIRED_STATES)[number];
 
 /** What the platform last observed (or is doing). */
 export const BOX_STATUSES = [
-  "pending", // accepted, job not yet picked up
-  "creating",
+  "creating", // from the create request on, until the box first runs
   "starting",
   "running",
   "stopping",
@@ -23,7 +22,6 @@ export type BoxStatus = (typeof BOX_STATUSES)[number];
 
 /** Which user action is allowed in which observed state. `create` is only ever the first job. */
 const ALLOWED: Record<BoxStatus, readonly BoxAction[]> = {
-  pending: ["delete"],
   creating: ["delete"],
   starting: ["delete"],
   running: ["stop", "reset", "delete"],

@@ -1,7 +1,6 @@
 import { type BoxStatus, type JobAction, STEP_LABELS, type StepName } from "@doppio/contracts";
 
 export const STATUS_LABELS: Record<BoxStatus, string> = {
-  pending: "Queued",
   creating: "Creating",
   starting: "Starting",
   running: "Running",
@@ -15,7 +14,6 @@ export const STATUS_LABELS: Record<BoxStatus, string> = {
 
 /** Statuses that change by themselves soon: shown with a pulsing dot. */
 export const BUSY_STATUSES: readonly BoxStatus[] = [
-  "pending",
   "creating",
   "starting",
   "stopping",
