@@ -19,14 +19,14 @@ import { AgentError } from "./errors.ts";
  * so one job with an action or payload this agent does not understand fails on its own
  * (with a clear result) instead of making the whole claim unreadable.
  */
-export const RawClaimedJob = z.object({
+const RawClaimedJob = z.object({
   id: z.string().min(1),
   action: z.string(),
   box: z.string().nullable().default(null),
   payload: z.unknown(),
   attempt: z.number().int().default(1),
 });
-export type RawClaimedJob = z.infer<typeof RawClaimedJob>;
+type RawClaimedJob = z.infer<typeof RawClaimedJob>;
 
 const ClaimBody = z.object({ jobs: z.array(z.unknown()) });
 const EventsBody = z.object({ applied: z.number().int(), lastSeq: z.number().int() });

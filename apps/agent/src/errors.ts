@@ -1,7 +1,7 @@
 import { CodedError } from "./coded-error.ts";
 
 /** The closed set of failures the agent core reports; the message is safe to show a user. */
-export const AGENT_ERROR_CODES = [
+const AGENT_ERROR_CODES = [
   "config_invalid",
   "ip_pool_exhausted",
   "unknown_action",

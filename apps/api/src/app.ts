@@ -48,7 +48,7 @@ export interface AppDeps {
 }
 
 /** The Fastify instance with the zod type provider, as the routes see it. */
-export type ControlPlaneApp = FastifyInstance<
+type ControlPlaneApp = FastifyInstance<
   RawServerDefault,
   RawRequestDefaultExpression,
   RawReplyDefaultExpression,

@@ -126,7 +126,7 @@ async function forBox<T>(slug: string, request: Promise<T>): Promise<T> {
   }
 }
 
-export function unreachable(baseUrl: string, cause: unknown): CliError {
+function unreachable(baseUrl: string, cause: unknown): CliError {
   const reason = describeNetworkError(cause);
   return new CliError(
     "unreachable",

@@ -9,7 +9,7 @@ import { registerContextCommands } from "./commands/context.ts";
 import { registerLogsCommand } from "./commands/logs.ts";
 import type { Io } from "./io.ts";
 
-export const VERSION: string = pkg.version;
+const VERSION: string = pkg.version;
 
 export function buildProgram(io: Io): Command {
   const program = new Command("doppio");

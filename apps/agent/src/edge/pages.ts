@@ -18,7 +18,7 @@ h1{font-size:1.4rem}code{background:#f3f3f3;padding:0 .25rem}</style></head>
   return { status, html };
 }
 
-export function escapeHtml(s: string): string {
+function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 

@@ -4,7 +4,7 @@ import { type DecideDeps, decide } from "./decide.ts";
 
 export const CHECK_PATH = "/edge/check";
 export const ASK_PATH = "/tls/ask";
-export const UPSTREAM_HEADER = "x-doppio-upstream";
+const UPSTREAM_HEADER = "x-doppio-upstream";
 
 export type EdgePluginOptions = DecideDeps;
 

@@ -30,7 +30,7 @@ export interface HeartbeatDeps {
 }
 
 /** The host's truth for the control plane: inventory, capacity, golden status, held jobs. */
-export async function buildHeartbeat(d: HeartbeatDeps): Promise<Heartbeat> {
+async function buildHeartbeat(d: HeartbeatDeps): Promise<Heartbeat> {
   const ips = new Map(d.ipPool.all().map((a) => [a.slug, a.ip]));
   const vms = (await d.executor.list()).map((v) => ({
     slug: v.slug,

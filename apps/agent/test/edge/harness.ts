@@ -15,7 +15,7 @@ import { freePort, TestCaddy } from "../support/caddy.ts";
 import { FakeGuest } from "./fixtures.ts";
 
 export const DOMAIN = "doppio.test";
-export const OWNER = "user-1";
+const OWNER = "user-1";
 
 /** Guest ports a running test box answers on, each backed by a FakeGuest. */
 const ROLES = { 8000: "site", 9000: "socketio", 8888: "code", 5173: "dev" } as const;

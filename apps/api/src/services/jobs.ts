@@ -66,7 +66,7 @@ export async function insertJob<A extends JobAction>(
 }
 
 /** Hands up to `max` pending jobs of the server to its agent under a delivery lease (one statement). */
-export async function claimJobs(ctx: Ctx, serverId: string, max: number): Promise<ClaimedJob[]> {
+async function claimJobs(ctx: Ctx, serverId: string, max: number): Promise<ClaimedJob[]> {
   const leaseExpiresAt = new Date(ctx.clock.now().getTime() + ctx.config.deliveryLeaseMs);
   const next = ctx.db
     .select({ id: agentJobs.id })

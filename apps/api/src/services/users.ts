@@ -75,7 +75,7 @@ export async function login(ctx: Ctx, email: string, password: string): Promise<
   return (await principalForUser(ctx, user.id))!;
 }
 
-export async function principalForUser(ctx: Ctx, userId: string): Promise<Principal | null> {
+async function principalForUser(ctx: Ctx, userId: string): Promise<Principal | null> {
   const rows = await ctx.db
     .select({ user: users, team: teams })
     .from(users)

@@ -1,6 +1,6 @@
 import { CodedError } from "../../coded-error.ts";
 
-export const FIRECRACKER_ERROR_CODES = [
+const FIRECRACKER_ERROR_CODES = [
   /** Firecracker answered with a non-2xx status; `faultMessage` holds its `fault_message`. */
   "api_rejected",
   /** The API socket did not answer (process gone, socket missing, malformed reply). */

@@ -43,7 +43,7 @@ export interface LaunchSpec {
   incomingFile?: string;
 }
 
-export const METADATA_FW_CFG_NAME = "opt/doppio/meta";
+const METADATA_FW_CFG_NAME = "opt/doppio/meta";
 
 export function kernelCmdline(accel: Accel, tscKhz: number | null): string {
   const args = ["console=ttyS0", "quiet", "panic=-1"];

@@ -1,6 +1,6 @@
 import { CodedError } from "../../coded-error.ts";
 
-export const QEMU_ERROR_CODES = [
+const QEMU_ERROR_CODES = [
   /** QEMU answered a QMP command with an error. */
   "qmp_error",
   /** The QMP socket did not answer (process gone, socket missing, malformed reply). */

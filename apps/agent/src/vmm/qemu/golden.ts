@@ -17,11 +17,11 @@ import { waitReady } from "./ready.ts";
 import { type GoldenManifest, readJson, writeJson } from "./records.ts";
 
 /** Generation of the golden build's metadata; boxes always run with 1 or more. */
-export const GOLDEN_GENERATION = 0;
+const GOLDEN_GENERATION = 0;
 /** The golden VM's data disk is a placeholder it never mounts (clones get their own). */
 const PLACEHOLDER_BYTES = 1024 * 1024;
 
-export function currentGoldenFile(ctx: QemuContext, template: string): string {
+function currentGoldenFile(ctx: QemuContext, template: string): string {
   return join(goldenTemplateDir(ctx.dataDir, template), "current.json");
 }
 

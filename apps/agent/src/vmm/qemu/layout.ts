@@ -58,11 +58,11 @@ export interface GoldenPaths {
 }
 
 /** Template names become directory names and appear in QEMU's `exec:` migration URI. */
-export function checkTemplateName(name: string): void {
+function checkTemplateName(name: string): void {
   if (!/^[a-z][a-z0-9-]{0,39}$/.test(name)) throw new QemuError("invalid_spec", `bad template name ${name}`);
 }
 
-export function checkVersion(version: string): void {
+function checkVersion(version: string): void {
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$/.test(version)) {
     throw new QemuError("invalid_spec", `bad template version ${version}`);
   }

@@ -61,7 +61,7 @@ export function ansibleUnavailable(): string | null {
 }
 
 /** The cached rootfs for these inputs, built once (per cache) with mmdebstrap. */
-export function ensureRootfs(): string {
+function ensureRootfs(): string {
   const sources = readFileSync(SOURCES, "utf8");
   const key = createHash("sha256")
     .update(`${ROOTFS_RECIPE}\n${ROOTFS_INCLUDE}\n${sources}`)
