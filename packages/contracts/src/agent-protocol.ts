@@ -25,6 +25,7 @@ export type TemplateJobPayload = z.infer<typeof TemplateJobPayload>;
 
 /** What a template's golden snapshot is on a host (heartbeats, the control plane's table). */
 export const GOLDEN_STATUSES = ["missing", "building", "ready", "stale", "failed"] as const;
+export type GoldenStatus = (typeof GOLDEN_STATUSES)[number];
 
 /** create, start, stop, reset: the box's address on its host, which the control plane records. */
 const BoxJobResult = z.object({ ip: z.ipv4() });

@@ -81,7 +81,7 @@ export interface BoxUrls {
   devPort: string;
 }
 
-/** The URL scheme of architecture.md: site, code-server and dev-port hosts per box. */
+/** A box's public URLs (the host shapes in hosts.ts): site, code-server and dev-port hosts. */
 export function boxUrls(
   slug: string,
   domain: string,

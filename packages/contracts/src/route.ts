@@ -46,7 +46,7 @@ export interface Route<
   auth: RouteAuth;
   /**
    * Refusals particular to this route (statuses of `ERROR_STATUS`, packages/contracts/src/errors.ts),
-   * besides those every route of its kind can give (route-docs.ts).
+   * besides those every route of its kind can give (`routeErrors` below).
    */
   errors: readonly number[];
   params: P;

@@ -1,4 +1,4 @@
-import type { BoxEnv, StepName, VmState } from "@doppio/contracts";
+import type { BoxEnv, GoldenStatus, StepName, VmState } from "@doppio/contracts";
 
 /**
  * What a guest learns about itself before its first instruction after restore (QEMU:
@@ -70,7 +70,7 @@ export interface TemplateSpec {
 export interface GoldenInfo {
   template: string;
   version: string;
-  status: "missing" | "building" | "ready" | "stale" | "failed";
+  status: GoldenStatus;
   builtAt: string | null;
   error: string | null;
   /** Image version the current golden build was made from (null: none, or not recorded). */

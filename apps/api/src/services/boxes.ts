@@ -3,7 +3,6 @@ import {
   BOX_SIZES,
   type BoxAction,
   type BoxJobPayload,
-  type BoxStatus,
   type CreateBoxRequest,
   canPerform,
   DESIRED_AFTER,
@@ -202,10 +201,10 @@ export async function performAction(
       action: inflight.action,
     });
   }
-  if (!canPerform(box.status as BoxStatus, action)) {
+  if (!canPerform(box.status, action)) {
     throw new AppError("conflict", `cannot ${action} box "${slug}" while it is ${box.status}`, {
       status: box.status,
-      allowedActions: allowedActions(box.status as BoxStatus),
+      allowedActions: allowedActions(box.status),
     });
   }
   try {
