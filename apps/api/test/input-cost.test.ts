@@ -20,9 +20,12 @@ const SHAPES: Record<string, string> = {
   spaces: ` ${"a ".repeat(LEN / 2)}`,
 };
 const PLAIN_LIMIT_MS = 2000;
-/** A shaped value may cost this many times the plain one (plus scheduling noise), no more. */
-const RATIO = 10;
-const NOISE_MS = 50;
+/**
+ * A shaped value may cost this many times the plain one plus scheduling noise, no more; the
+ * best of two tries counts (a backtracking pattern is slow every time, a busy host is not).
+ */
+const RATIO = 20;
+const NOISE_MS = 1000;
 
 type Send = (value: string) => Promise<{ status: number }>;
 
@@ -40,9 +43,10 @@ async function expectCheap(field: string, send: Send): Promise<void> {
   for (let i = 0; i < 3; i++) plain.push(await timed(field, "plain", send, SHAPES.plain!));
   const base = Math.min(...plain);
   expect(base, `${field} (plain) took ${Math.round(base)} ms`).toBeLessThan(PLAIN_LIMIT_MS);
+  const limit = RATIO * base + NOISE_MS;
   for (const [shape, value] of Object.entries(SHAPES)) {
-    const ms = await timed(field, shape, send, value);
-    const limit = RATIO * base + NOISE_MS;
+    let ms = await timed(field, shape, send, value);
+    if (ms >= limit) ms = Math.min(ms, await timed(field, shape, send, value));
     expect(ms, `${field} (${shape}) took ${Math.round(ms)} ms, plain ${Math.round(base)} ms`).toBeLessThan(
       limit,
     );
