@@ -266,8 +266,12 @@ export class QemuExecutor implements Executor {
 
   async #createLocked(spec: VmSpec, report: StepReporter, fromGolden: boolean): Promise<Upstream> {
     const paths = boxPaths(this.#ctx.dataDir, spec.slug);
-    const state = await this.#state(paths);
-    const record = await readJson<BoxRecord>(paths.record);
+    // Independent reads, side by side: every one is on the create path.
+    const [state, record, golden] = await Promise.all([
+      this.#state(paths),
+      readJson<BoxRecord>(paths.record),
+      fromGolden ? currentGolden(this.#ctx, spec.template) : null,
+    ]);
     if (record?.created) {
       // A create that already finished (agent crashed before reporting): never wipe it.
       return state === "running" ? upstreamOf(record) : this.#start(spec, report);
@@ -279,7 +283,6 @@ export class QemuExecutor implements Executor {
     }
     let origin: Origin = { kind: "image" };
     if (fromGolden) {
-      const golden = await currentGolden(this.#ctx, spec.template);
       if (!golden) throw new QemuError("golden_missing", `no golden snapshot for template ${spec.template}`);
       origin = { kind: "golden", golden };
     }

@@ -129,10 +129,12 @@ export async function launchBox(
   if (madeDisks.status === "rejected") throw madeDisks.reason;
   if (attached.status === "rejected") throw attached.reason;
   const net = attached.value;
-  await writeJson(paths.record, record);
-  await writeMetadataFile(paths.meta, spec.metadata);
+  const [, , serialFrom] = await Promise.all([
+    writeJson(paths.record, record),
+    writeMetadataFile(paths.meta, spec.metadata),
+    fileSize(paths.serial),
+  ]);
   const restore = origin.kind === "golden" ? origin.golden : null;
-  const serialFrom = await fileSize(paths.serial);
   const args = qemuArgs({
     accel: record.accel,
     tscKhz: record.tscKhz,
