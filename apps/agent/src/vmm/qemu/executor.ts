@@ -2,6 +2,7 @@ import { access, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { VmState } from "@doppio/contracts";
 import type { Logger } from "pino";
+import { VolumePool } from "../../pool/volumes.ts";
 import type {
   Executor,
   GoldenInfo,
@@ -14,6 +15,7 @@ import type {
 import { detectAccel, hostTscKhz } from "./accel.ts";
 import type { Accel } from "./args.ts";
 import type { QemuContext } from "./context.ts";
+import { createVolume } from "./disks.ts";
 import { QemuError } from "./errors.ts";
 import { buildGoldenSnapshot, currentGolden, pruneGoldenBuilds } from "./golden.ts";
 import { type LaunchDeps, launchBox, type Origin, upstreamOf } from "./launch.ts";
@@ -42,6 +44,15 @@ export interface QemuExecutorConfig {
    */
   userModeMetadataPort?: number | null;
   readyTimeoutMs?: number;
+  /**
+   * Pre-formatted data volumes kept per size in `<dataDir>/volume-pool` (pool/volumes.ts);
+   * 0 formats each volume on the create path. Default 2.
+   */
+  volumePoolPerSize?: number;
+  /** Volume sizes (GiB) filled at start; other sizes join the pool on first use. */
+  volumeSizesGb?: readonly number[];
+  /** Golden snapshots' guest RAM: `mapped` (default, mapped-ram.ts) or `streamed`. */
+  goldenMemory?: "mapped" | "streamed";
   qemuBinary?: string;
   log: Logger;
   now?: () => Date;
@@ -61,6 +72,7 @@ export class QemuExecutor implements Executor {
   readonly #locks = new Map<string, Promise<unknown>>();
   readonly #goldenBuilds = new Map<string, { version: string; error: string | null; building: boolean }>();
   #accel: Promise<{ accel: Accel; tscKhz: number | null }> | null = null;
+  readonly #volumes: VolumePool | null;
 
   constructor(config: QemuExecutorConfig) {
     const qemuBinary = config.qemuBinary ?? "qemu-system-x86_64";
@@ -69,6 +81,19 @@ export class QemuExecutor implements Executor {
     this.#network = config.network;
     this.#userPorts = config.userModePorts ?? [8000, 8888];
     this.#userMetadataPort = config.userModeMetadataPort ?? null;
+    const perSize = config.volumePoolPerSize ?? 2;
+    this.#volumes =
+      perSize > 0
+        ? new VolumePool({
+            dir: join(config.dataDir, "volume-pool"),
+            perSize,
+            format: createVolume,
+            log: config.log,
+          })
+        : null;
+    this.#volumes?.start(config.volumeSizesGb ?? []).catch((err: unknown) => {
+      config.log.warn({ err }, "volume pool did not start; volumes are formatted on the create path");
+    });
     this.#ctx = {
       dataDir: config.dataDir,
       imagesDir: config.imagesDir,
@@ -77,6 +102,7 @@ export class QemuExecutor implements Executor {
       log,
       readyTimeoutMs: config.readyTimeoutMs ?? 120_000,
       goldenNet: config.goldenNet,
+      goldenMemory: config.goldenMemory ?? "mapped",
       now: config.now ?? (() => new Date()),
       resolveAccel: (kernel, initrd) => {
         this.#accel ??= (async () => {
@@ -224,8 +250,14 @@ export class QemuExecutor implements Executor {
     return goldenInfo(m);
   }
 
+  /** The pre-formatted volume pool (benches and tests wait for it to fill). */
+  get volumePool(): VolumePool | null {
+    return this.#volumes;
+  }
+
   async close(): Promise<void> {
-    // Nothing is held between actions: QMP connections are per action, VMs run detached.
+    // QMP connections are per action and VMs run detached: only volume refills are in flight.
+    await this.#volumes?.close();
   }
 
   async #create(spec: VmSpec, report: StepReporter, fromGolden: boolean): Promise<Upstream> {
@@ -234,8 +266,12 @@ export class QemuExecutor implements Executor {
 
   async #createLocked(spec: VmSpec, report: StepReporter, fromGolden: boolean): Promise<Upstream> {
     const paths = boxPaths(this.#ctx.dataDir, spec.slug);
-    const state = await this.#state(paths);
-    const record = await readJson<BoxRecord>(paths.record);
+    // Independent reads, side by side: every one is on the create path.
+    const [state, record, golden] = await Promise.all([
+      this.#state(paths),
+      readJson<BoxRecord>(paths.record),
+      fromGolden ? currentGolden(this.#ctx, spec.template) : null,
+    ]);
     if (record?.created) {
       // A create that already finished (agent crashed before reporting): never wipe it.
       return state === "running" ? upstreamOf(record) : this.#start(spec, report);
@@ -247,7 +283,6 @@ export class QemuExecutor implements Executor {
     }
     let origin: Origin = { kind: "image" };
     if (fromGolden) {
-      const golden = await currentGolden(this.#ctx, spec.template);
       if (!golden) throw new QemuError("golden_missing", `no golden snapshot for template ${spec.template}`);
       origin = { kind: "golden", golden };
     }
@@ -317,6 +352,7 @@ export class QemuExecutor implements Executor {
       network: this.#network,
       userPorts: this.#userPorts,
       userMetadataPort: this.#userMetadataPort,
+      volumes: this.#volumes,
     };
   }
 

@@ -1,14 +1,16 @@
-import { access, mkdir, readdir } from "node:fs/promises";
+import { access, readdir } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import type { VolumePool } from "../../pool/volumes.ts";
 import type { HostNetwork, StepReporter, Upstream, VmSpec } from "../executor.ts";
 import type { NetAttachment } from "./args.ts";
 import { qemuArgs } from "./args.ts";
 import type { QemuContext } from "./context.ts";
-import { createOverlay, createVolume } from "./disks.ts";
+import { prepareDisks } from "./disks.ts";
 import { QemuError } from "./errors.ts";
 import { currentGolden } from "./golden.ts";
 import { type BoxPaths, imagePaths } from "./layout.ts";
+import { startMappedIncoming } from "./mapped-ram.ts";
 import { writeMetadataFile } from "./metadata.ts";
 import { isVmProcess, launchQemu } from "./process.ts";
 import type { QmpClient } from "./qmp.ts";
@@ -28,6 +30,8 @@ export interface LaunchDeps {
   userPorts: number[];
   /** User-mode networking: the metadata service on loopback, the guest's only way out. */
   userMetadataPort: number | null;
+  /** Pre-formatted data volumes; null formats each one on the create path. */
+  volumes: VolumePool | null;
 }
 
 /** Disks (for new boxes), network, QEMU (boot or restore), then the guest's READY. */
@@ -44,9 +48,12 @@ export async function launchBox(
   }
   const started = Date.now();
   let record: BoxRecord;
+  let disks: Promise<void> = Promise.resolve();
   if (origin.kind === "existing") {
     record = {
       ...origin.record,
+      // A start boots the box's own disks with anonymous RAM.
+      memoryFile: undefined,
       ip: spec.net.ip,
       prefix: spec.net.prefix,
       gateway: spec.net.gateway,
@@ -59,6 +66,9 @@ export async function launchBox(
       slug: spec.slug,
       template: spec.template,
       goldenDir: origin.kind === "golden" ? origin.golden.dir : null,
+      ...(origin.kind === "golden" && origin.golden.memoryFile
+        ? { memoryFile: origin.golden.memoryFile }
+        : {}),
       kernel: base.kernel,
       initrd: base.initrd,
       accel: base.accel,
@@ -71,12 +81,21 @@ export async function launchBox(
       forwards: {},
       created: false,
     };
-    await report.step("prepare_disks", async () => {
-      await mkdir(paths.dir, { recursive: true });
-      await Promise.all([createOverlay(base.disk, paths.overlay), createVolume(paths.volume, spec.diskGb)]);
-    });
+    const overlayTemplate = origin.kind === "golden" ? (origin.golden.overlayTemplate ?? null) : null;
+    disks = report.step("prepare_disks", () =>
+      prepareDisks({
+        dir: paths.dir,
+        overlay: paths.overlay,
+        volume: paths.volume,
+        backing: base.disk,
+        overlayTemplate,
+        diskGb: spec.diskGb,
+        volumes: deps.volumes,
+      }),
+    );
   }
-  const net = await report.step("setup_network", async () => {
+  // Disks and network do not depend on each other: made side by side.
+  const attach = report.step("setup_network", async () => {
     if (spec.net.tap) {
       if (!deps.network)
         throw new QemuError("invalid_spec", "box asks for a TAP but the agent has no host network");
@@ -105,10 +124,17 @@ export async function launchBox(
         : [],
     } satisfies NetAttachment;
   });
-  await writeJson(paths.record, record);
-  await writeMetadataFile(paths.meta, spec.metadata);
+  // Both settle before a failure is thrown, so the executor's cleanup finds everything made.
+  const [madeDisks, attached] = await Promise.allSettled([disks, attach]);
+  if (madeDisks.status === "rejected") throw madeDisks.reason;
+  if (attached.status === "rejected") throw attached.reason;
+  const net = attached.value;
+  const [, , serialFrom] = await Promise.all([
+    writeJson(paths.record, record),
+    writeMetadataFile(paths.meta, spec.metadata),
+    fileSize(paths.serial),
+  ]);
   const restore = origin.kind === "golden" ? origin.golden : null;
-  const serialFrom = await fileSize(paths.serial);
   const args = qemuArgs({
     accel: record.accel,
     tscKhz: record.tscKhz,
@@ -125,6 +151,9 @@ export async function launchBox(
     qmpSocket: paths.qmp,
     pidFile: paths.pid,
     ...(restore ? { incomingFile: restore.vmstate } : {}),
+    ...(restore?.memoryFile
+      ? { memoryFile: { path: restore.memoryFile, share: false }, incomingDefer: true }
+      : {}),
   });
   const { pid, qmp } = await report.step(restore ? "restore_vm" : "boot_vm", async () => {
     const launched = await launchQemu({
@@ -136,6 +165,7 @@ export async function launchBox(
       qmpSocket: paths.qmp,
     });
     try {
+      if (restore?.memoryFile) await startMappedIncoming(launched.qmp, restore.vmstate);
       if (restore) await resumeAfterIncoming(launched.qmp);
     } catch (err) {
       launched.qmp.close();

@@ -48,6 +48,10 @@ export interface GoldenPaths {
   dir: string;
   disk: string;
   vmstate: string;
+  /** An empty overlay on `disk`: clones start from a copy of it (disks.ts copyOverlay). */
+  overlayTemplate: string;
+  /** Guest RAM of a mapped golden (mapped-ram.ts). */
+  memory: string;
   dataPlaceholder: string;
   meta: string;
   serial: string;
@@ -86,6 +90,8 @@ export function goldenBuildPaths(
     dir,
     disk: join(dir, "disk.qcow2"),
     vmstate: join(dir, "vmstate"),
+    memory: join(dir, "memory"),
+    overlayTemplate: join(dir, "overlay-template.qcow2"),
     dataPlaceholder: join(dir, "data-placeholder.raw"),
     meta: join(dir, "metadata.json"),
     serial: join(dir, "serial.log"),
