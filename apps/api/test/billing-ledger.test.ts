@@ -151,7 +151,8 @@ describeOnEachDb("billing ledger", (env) => {
   it("explains that card payments are not configured when Stripe keys are missing", async () => {
     const user = await signedInClient(env().url, "nocard");
     const res = await user.post("/api/v1/billing/topups", { amount: 1000 });
-    expect(res.status).toBe(503);
+    expect(res.status).toBe(409);
+    expect(res.body.error.code).toBe("not_configured");
     expect(res.body.error.message).toMatch(/card payments are not configured/);
   });
 });

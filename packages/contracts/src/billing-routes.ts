@@ -63,8 +63,8 @@ export const billingRoutes = {
     summary: "Start a card top-up: a Stripe Checkout Session to send the browser to",
     tag: "billing",
     auth: "user",
-    // 503: card payments are not configured, or Stripe did not answer.
-    errors: [503],
+    // 409: card payments are not configured here; 503: Stripe did not answer.
+    errors: [409, 503],
     body: TopUpRequest,
     responses: { 201: TopUpSession },
   }),

@@ -188,7 +188,7 @@ const ERROR_MEANING: Record<number, string> = {
   402: "The wallet has no credit left; top up first (`payment_required`).",
   403: "Not allowed (`forbidden`): administrators only, a per-user quota, or a cookie-authenticated change that is not JSON from the control plane's own origin.",
   404: "No such resource, or not yours: the two answer alike (`not_found`).",
-  409: "Conflicts with the resource's current state (`conflict`).",
+  409: "Conflicts with the resource's current state (`conflict`), or needs something this deployment has not configured (`not_configured`).",
   413: "The body is too large (`payload_too_large`).",
   415: "The body is not JSON (`bad_request`).",
   431: "The URL or the headers are too large (`bad_request`); Node refuses them before any route.",

@@ -31,7 +31,7 @@ export async function createTopUp(
 ): Promise<{ url: string; sessionId: string }> {
   if (!ctx.stripe) {
     throw new AppError(
-      "unavailable",
+      "not_configured",
       "card payments are not configured on this doppiobox; ask an administrator to credit your wallet",
     );
   }
