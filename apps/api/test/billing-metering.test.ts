@@ -274,6 +274,7 @@ for (const kind of DB_KINDS.filter((k) => k === "pglite")) {
       } finally {
         await rm(dataDir, { recursive: true, force: true });
       }
-    });
+      // Two PGlite starts, each applying every migration: slow on a loaded machine.
+    }, 120_000);
   });
 }
