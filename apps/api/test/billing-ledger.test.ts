@@ -82,7 +82,17 @@ describeOnEachDb("billing ledger", (env) => {
     const admin = await env().admin();
     const saver = await signedInClient(env().url, "saver");
     const spender = await signedInClient(env().url, "spender");
-    const [s, p] = [await me(saver), await me(spender)];
+    const payer = await signedInClient(env().url, "payer");
+    const [s, p, t] = [await me(saver), await me(spender), await me(payer)];
+    // The payer spent 1500 of the trial, then paid 1000 in: only the trial's 500 may expire.
+    expect(
+      (await admin.post("/api/v1/billing/adjustments", { email: t.email, amount: -1500, memo: "used" }))
+        .status,
+    ).toBe(201);
+    expect(
+      (await admin.post("/api/v1/billing/adjustments", { email: t.email, amount: 1000, memo: "paid" }))
+        .status,
+    ).toBe(201);
     // The saver also got 500 from an admin (not trial money); the spender used 1500 of the trial.
     expect(
       (await admin.post("/api/v1/billing/adjustments", { email: s.email, amount: 500, memo: "goodwill" }))
@@ -103,6 +113,7 @@ describeOnEachDb("billing ledger", (env) => {
     restoreClock(); // sessions do not outlive a month of test time
     expect((await wallet(saver)).balance).toBe(500);
     expect((await wallet(spender)).balance).toBe(0);
+    expect((await wallet(payer)).balance).toBe(1000);
     const expiries = (await saver.get("/api/v1/billing/ledger?kind=trial_expiry")).body.entries;
     expect(expiries).toHaveLength(1);
     expect(expiries[0].amount).toBe(-2000);

@@ -1,4 +1,4 @@
-import { and, eq, lte, sql } from "drizzle-orm";
+import { and, eq, lt, lte, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
 import { ledgerEntries } from "../db/schema.ts";
@@ -25,8 +25,8 @@ export async function grantTrial(ctx: Ctx, tx: Db, userId: string): Promise<void
 }
 
 /**
- * Expired trials: what is left of the credit (at most the trial's amount, never more than
- * the balance) is taken back by a `trial_expiry` entry, once per account. Returns the users
+ * Expired trials: what is left of the credit (the trial minus what was spent, never more
+ * than the balance, so top-ups are never taken) is taken back by a `trial_expiry` entry, once per account. Returns the users
  * whose balance moved.
  */
 export async function expireTrials(ctx: Ctx): Promise<Array<{ userId: string; balance: number }>> {
@@ -44,8 +44,13 @@ export async function expireTrials(ctx: Ctx): Promise<Array<{ userId: string; ba
   const moved: Array<{ userId: string; balance: number }> = [];
   for (const trial of due) {
     const result = await ctx.db.transaction(async (tx) => {
+      // Spending uses the trial first: what is left of it is the trial minus every debit so far.
+      const [spent] = await tx
+        .select({ total: sql<string>`coalesce(-sum(${ledgerEntries.amount}), 0)::text` })
+        .from(ledgerEntries)
+        .where(and(eq(ledgerEntries.userId, trial.userId), lt(ledgerEntries.amount, 0)));
       const balance = await balanceOf(tx, trial.userId);
-      const left = Math.max(0, Math.min(trial.amount, balance));
+      const left = Math.max(0, Math.min(trial.amount - Number(spent?.total ?? 0), balance));
       return appendEntry(tx, {
         userId: trial.userId,
         kind: "trial_expiry",
