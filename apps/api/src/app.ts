@@ -13,6 +13,10 @@ import Fastify, {
 } from "fastify";
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Logger } from "pino";
+import { logNotifier, type WalletNotifier } from "./billing/funds.ts";
+import { startBilling } from "./billing/loop.ts";
+import { seedPrices } from "./billing/prices.ts";
+import { stripeClient } from "./billing/stripe.ts";
 import type { ApiConfig } from "./config.ts";
 import { type Clock, type Ctx, systemClock } from "./context.ts";
 import type { Database } from "./db/client.ts";
@@ -27,6 +31,7 @@ import { accessRoutes } from "./routes/access.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { agentGitRoutes } from "./routes/agent-git.ts";
 import { authRoutes } from "./routes/auth.ts";
+import { billingRoutes } from "./routes/billing.ts";
 import { boxRoutes } from "./routes/boxes.ts";
 import { openApiTransform } from "./routes/contract.ts";
 import { eventRoutes } from "./routes/events.ts";
@@ -45,6 +50,8 @@ export interface AppDeps {
   clock?: Clock;
   /** Where box Git credentials come from; none are issued when unset. */
   gitCredentials?: GitCredentialSource;
+  /** How wallet warnings reach their owners; the log when unset. */
+  walletNotifier?: WalletNotifier;
 }
 
 /** The Fastify instance with the zod type provider, as the routes see it. */
@@ -61,6 +68,8 @@ export interface ControlPlane {
   ctx: Ctx;
   /** Runs the lease reaper on its interval until `close()`. */
   startReaper(): void;
+  /** Settles usage on its interval and at box state changes until `close()`. */
+  startBilling(): void;
   close(): Promise<void>;
 }
 
@@ -91,6 +100,8 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     gitCredentials: deps.gitCredentials ?? noGitCredentials,
     streamSlots: new StreamSlots(config.streamsPerUser),
     boxCreates: new RateWindow(config.boxCreatesPerMinute, 60_000),
+    walletNotifier: deps.walletNotifier ?? logNotifier({ log: deps.logger }),
+    stripe: stripeClient(config),
   };
 
   installErrorHandling(app);
@@ -145,6 +156,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   await app.register(agentRoutes(ctx));
   await app.register(agentGitRoutes(ctx));
   await app.register(agentLogRoutes(ctx));
+  await app.register(billingRoutes(ctx));
 
   if (config.dashboardDir && existsSync(config.dashboardDir)) {
     await app.register(fastifyStatic, { root: config.dashboardDir, prefix: "/dashboard/", wildcard: false });
@@ -154,9 +166,11 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   }
 
   await seedTemplates(ctx);
+  await seedPrices(ctx);
   await bootstrapAdmin(ctx);
 
   let reaper: NodeJS.Timeout | undefined;
+  let stopBilling = () => {};
   return {
     app,
     ctx,
@@ -166,8 +180,12 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
       }, config.reaperIntervalMs);
       reaper.unref();
     },
+    startBilling() {
+      stopBilling = startBilling(ctx);
+    },
     async close() {
       clearInterval(reaper);
+      stopBilling();
       await app.close();
     },
   };

@@ -60,6 +60,31 @@ export const ApiConfig = z.strictObject({
     .int()
     .positive()
     .default(1024 * 1024),
+  // Billing (apps/api/src/billing). Money is integer minor units of `currency`.
+  currency: z
+    .string()
+    .regex(/^[A-Z]{3}$/)
+    .default("EUR"),
+  /** Credit every new account gets once, and how long it lasts. */
+  trialCredit: z.coerce.number().int().min(0).default(2000),
+  trialDays: z.coerce.number().int().positive().default(30),
+  /** At or below this balance the owner is warned (dashboard banner, SSE `wallet` event, email hook). */
+  lowBalanceThreshold: z.coerce.number().int().min(0).default(200),
+  /** How often usage is settled into the ledger (also at every box state change). */
+  settleIntervalMs: z.coerce.number().int().positive().default(120_000),
+  /** Stripe: card top-ups are offered only when both are set. */
+  stripeSecretKey: z.string().min(1).optional(),
+  stripeWebhookSecret: z.string().min(1).optional(),
+  /** Where the Stripe library sends its API calls (tests point it at a local stand-in). */
+  stripeApi: z
+    .strictObject({
+      host: z.string(),
+      port: z.coerce.number().int().min(1).max(65535),
+      protocol: z.enum(["http", "https"]),
+    })
+    .optional(),
+  topUpMin: z.coerce.number().int().positive().default(500),
+  topUpMax: z.coerce.number().int().positive().default(100_000),
 });
 export type ApiConfig = z.infer<typeof ApiConfig>;
 
@@ -74,6 +99,8 @@ const ENV_KEYS: Record<string, keyof ApiConfig> = {
   DOPPIO_ADMIN_EMAIL: "adminEmail",
   DOPPIO_ADMIN_PASSWORD_FILE: "adminPasswordFile",
   DOPPIO_METRICS_TOKEN: "metricsToken",
+  DOPPIO_STRIPE_SECRET_KEY: "stripeSecretKey",
+  DOPPIO_STRIPE_WEBHOOK_SECRET: "stripeWebhookSecret",
 };
 
 /** YAML file (path in DOPPIO_API_CONFIG) overlaid with the environment variables above. */

@@ -1,4 +1,6 @@
 import type { Logger } from "pino";
+import type Stripe from "stripe";
+import type { WalletNotifier } from "./billing/funds.ts";
 import type { ApiConfig } from "./config.ts";
 import type { Db } from "./db/client.ts";
 import type { RateWindow } from "./domain/rate-window.ts";
@@ -28,4 +30,8 @@ export interface Ctx {
   streamSlots: StreamSlots;
   /** Box creations per user in the last minute. */
   boxCreates: RateWindow;
+  /** Tells a wallet's owner it runs low or ran out. */
+  walletNotifier: WalletNotifier;
+  /** The Stripe client when card top-ups are configured, else null. */
+  stripe: Stripe | null;
 }

@@ -21,6 +21,7 @@ const HINT_BY_CODE: Partial<Record<ErrorCode, string>> = {
   rate_limited: "wait a minute and try again",
   validation_failed: "check the arguments against --help",
   no_capacity: "try again later or pick a smaller --size",
+  payment_required: "see doppio wallet; top up in the dashboard's Billing page or ask an administrator",
 };
 
 export class ApiError extends CliError {
@@ -81,6 +82,8 @@ export class ApiClient {
   logs = (slug: string, query: LogsRequest) => this.run((c) => c.logs(slug, query));
   tokens = () => this.run((c) => c.tokens());
   revokeToken = (id: string) => this.run((c) => c.revokeToken(id));
+  wallet = () => this.run((c) => c.request("getWallet", {}));
+  invoices = () => this.run(async (c) => (await c.request("listInvoices", {})).invoices);
 
   /**
    * Exchanges email and password for a personal API token. The session the login opens

@@ -2,6 +2,7 @@ import { Command } from "commander";
 import pkg from "../package.json" with { type: "json" };
 import { App, type GlobalOptions } from "./app.ts";
 import { registerAuthCommands } from "./commands/auth.ts";
+import { registerBillingCommands } from "./commands/billing.ts";
 import { registerInfoCommands } from "./commands/box-info.ts";
 import { registerBoxCommands } from "./commands/boxes.ts";
 import { registerCompletionCommand } from "./commands/completion.ts";
@@ -53,6 +54,7 @@ Exit codes: 0 success, 1 operation failed (job failed, not found, denied),
   registerBoxCommands(program, app);
   registerInfoCommands(program, app);
   registerLogsCommand(program, app);
+  registerBillingCommands(program, app);
   registerCompletionCommand(program, app);
   return program;
 }

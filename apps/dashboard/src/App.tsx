@@ -5,6 +5,7 @@ import { ErrorNotice } from "./components/ErrorNotice.tsx";
 import { Layout } from "./components/Layout.tsx";
 import { Loading } from "./components/Loading.tsx";
 import { navigate, useLocation } from "./lib/router.tsx";
+import { BillingPage } from "./pages/BillingPage.tsx";
 import { BoxesPage } from "./pages/BoxesPage.tsx";
 import { BoxPage } from "./pages/BoxPage.tsx";
 import { CreateBoxPage } from "./pages/CreateBoxPage.tsx";
@@ -18,6 +19,7 @@ const TITLES: Record<string, string> = {
   "/new": "Create a box",
   "/tokens": "API tokens",
   "/servers": "Servers",
+  "/billing": "Billing",
   "/login": "Log in",
   "/signup": "Sign up",
 };
@@ -26,6 +28,7 @@ function page(path: string, admin: boolean) {
   if (path === "/") return <BoxesPage />;
   if (path === "/new") return <CreateBoxPage />;
   if (path === "/tokens") return <TokensPage />;
+  if (path === "/billing") return <BillingPage />;
   if (path === "/servers" && admin) return <ServersPage />;
   const box = /^\/boxes\/([^/]+)$/.exec(path);
   if (box) return <BoxPage key={box[1]} slug={decodeURIComponent(box[1]!)} />;

@@ -1,5 +1,7 @@
 export * from "./agent-protocol.ts";
 export * from "./api.ts";
+export * from "./billing.ts";
+export * from "./billing-routes.ts";
 export * from "./box.ts";
 export * from "./errors.ts";
 export * from "./hosts.ts";

@@ -27,6 +27,8 @@ import {
   TemplateList,
   TokenList,
 } from "./api.ts";
+import { WalletEvent } from "./billing.ts";
+import { billingRoutes } from "./billing-routes.ts";
 import { Box, CreateBoxRequest, UpdateBoxRequest } from "./box.ts";
 import { Job } from "./job.ts";
 import { LogBatch, LogBatchAck, LogLine, LogsPage, LogsQuery } from "./logs.ts";
@@ -151,7 +153,7 @@ export const routes = {
     tag: "boxes",
     auth: "user",
     // 403: box quota reached; 409: name taken; 429: create rate; 503: no server can take it.
-    errors: [409, 429, 503],
+    errors: [402, 409, 429, 503],
     body: CreateBoxRequest,
     responses: { 202: BoxWithJob },
   }),
@@ -174,7 +176,8 @@ export const routes = {
     body: UpdateBoxRequest,
     responses: { 200: Box },
   }),
-  startBox: boxAction("POST", "/api/v1/boxes/:slug/start", "Start a stopped box"),
+  // 402: the owner's wallet is empty.
+  startBox: { ...boxAction("POST", "/api/v1/boxes/:slug/start", "Start a stopped box"), errors: [402, 409] },
   stopBox: boxAction("POST", "/api/v1/boxes/:slug/stop", "Stop a running box (its disk is kept)"),
   resetBox: boxAction(
     "POST",
@@ -214,10 +217,11 @@ export const routes = {
   streamEvents: route({
     method: "GET",
     path: "/api/v1/events",
-    summary: "Follow your team's box and job changes: `box` and `job` events",
+    summary:
+      "Follow your team's box and job changes and your wallet's warnings: `box`, `job` and `wallet` events",
     tag: "realtime",
     auth: "user",
-    events: { box: Box, job: Job },
+    events: { box: Box, job: Job, wallet: WalletEvent },
   }),
   openBoxAccess: route({
     method: "GET",
@@ -286,6 +290,8 @@ export const routes = {
     body: TemplateJobRequest,
     responses: { 202: Job },
   }),
+
+  ...billingRoutes,
 
   // The agent protocol: outbound-only from the host, bearer = the server's agent token.
   claimJobs: route({

@@ -5,6 +5,7 @@ import {
   JOB_ACTIONS,
   JOB_STATUSES,
   type JobStep,
+  LEDGER_KINDS,
 } from "@doppio/contracts";
 import { sql } from "drizzle-orm";
 import {
@@ -227,7 +228,9 @@ export const auditEvents = pgTable(
     actorUserId: text("actor_user_id"),
     actorServerId: text("actor_server_id"),
     action: text("action").notNull(),
-    targetType: text("target_type", { enum: ["box", "server", "user", "token", "template"] }).notNull(),
+    targetType: text("target_type", {
+      enum: ["box", "server", "user", "token", "template", "price", "wallet"],
+    }).notNull(),
     targetId: text("target_id").notNull(),
     data: jsonb("data").$type<Record<string, unknown>>(),
     at: createdAt(),
@@ -288,4 +291,158 @@ export const boxAccessGrants = pgTable(
     endedAt: ts("ended_at"),
   },
   (t) => [primaryKey({ columns: [t.sid, t.serverId] }), index("box_access_grants_server_idx").on(t.serverId)],
+);
+
+// ---- Billing (services/billing/*). Money columns are bigint minor units, never floats.
+
+/** Price versions per box size; the one with the latest `effective_from` not after a moment applies to it. */
+export const prices = pgTable(
+  "prices",
+  {
+    id: id(),
+    size: text("size", { enum: ["small", "medium", "large"] }).notNull(),
+    computePerHour: bigint("compute_per_hour", { mode: "number" }).notNull(),
+    storagePerGbMonth: bigint("storage_per_gb_month", { mode: "number" }).notNull(),
+    effectiveFrom: ts("effective_from").notNull(),
+    createdBy: text("created_by"),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex("prices_size_from_idx").on(t.size, t.effectiveFrom)],
+);
+
+/**
+ * The wallet ledger: append-only (a trigger refuses UPDATE and DELETE, drizzle/*_ledger_append_only.sql).
+ * `key` makes each business event land once (usage per box period, a Stripe event, a trial).
+ */
+export const ledgerEntries = pgTable(
+  "ledger_entries",
+  {
+    seq: bigint("seq", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id),
+    kind: text("kind", { enum: LEDGER_KINDS }).notNull(),
+    amount: bigint("amount", { mode: "number" }).notNull(),
+    key: text("key").notNull().unique(),
+    boxId: text("box_id").references(() => boxes.id),
+    periodStart: ts("period_start"),
+    periodEnd: ts("period_end"),
+    /** Trial credit: when what is left of it expires. */
+    expiresAt: ts("expires_at"),
+    memo: text("memo"),
+    at: ts("at").notNull(),
+  },
+  (t) => [index("ledger_user_seq_idx").on(t.userId, t.seq)],
+);
+
+/** The balance cache: the sum of the user's ledger, kept in the transaction that appends to it. */
+export const wallets = pgTable("wallets", {
+  userId: text("user_id")
+    .primaryKey()
+    .references(() => users.id),
+  balance: bigint("balance", { mode: "number" }).notNull().default(0),
+  /** When the owner was last warned (low or empty); cleared when the balance recovers. */
+  warnedState: text("warned_state", { enum: ["low", "empty"] }),
+  updatedAt: ts("updated_at").notNull().defaultNow(),
+});
+
+/**
+ * Every status a box has had and from when (`at` is the box's `updated_at` of that change),
+ * written by a trigger on `boxes` (drizzle/*_box_status_history.sql) so no status write can
+ * be missed. Metering reads intervals from it.
+ */
+export const boxStatusHistory = pgTable(
+  "box_status_history",
+  {
+    seq: bigint("seq", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    boxId: text("box_id")
+      .notNull()
+      .references(() => boxes.id),
+    status: boxStatus("status").notNull(),
+    size: text("size").notNull(),
+    diskGb: integer("disk_gb").notNull(),
+    at: ts("at").notNull(),
+  },
+  (t) => [index("box_status_history_box_idx").on(t.boxId, t.at)],
+);
+
+/**
+ * One settled metering period of one box (append-only like the ledger): `[period_start,
+ * period_end)`, split at month boundaries. The primary key makes settling twice impossible;
+ * the carries keep the sub-cent remainders, so rounding never loses or invents money.
+ */
+export const usageSettlements = pgTable(
+  "usage_settlements",
+  {
+    boxId: text("box_id")
+      .notNull()
+      .references(() => boxes.id),
+    periodStart: ts("period_start").notNull(),
+    periodEnd: ts("period_end").notNull(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id),
+    computeMs: bigint("compute_ms", { mode: "number" }).notNull(),
+    storageGbMs: bigint("storage_gb_ms", { mode: "number" }).notNull(),
+    computeAmount: bigint("compute_amount", { mode: "number" }).notNull(),
+    storageAmount: bigint("storage_amount", { mode: "number" }).notNull(),
+    /** Remainders in minor units × MS_PER_STORAGE_MONTH (exact fractions of a cent). */
+    computeCarry: bigint("compute_carry", { mode: "number" }).notNull(),
+    storageCarry: bigint("storage_carry", { mode: "number" }).notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.boxId, t.periodStart] }),
+    index("usage_user_idx").on(t.userId, t.periodStart),
+  ],
+);
+
+/** Checkout Sessions this control plane created, to know whose wallet a payment tops up. */
+export const topUps = pgTable(
+  "top_ups",
+  {
+    sessionId: text("session_id").primaryKey(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id),
+    amount: bigint("amount", { mode: "number" }).notNull(),
+    currency: text("currency").notNull(),
+    paymentIntent: text("payment_intent"),
+    createdAt: createdAt(),
+  },
+  (t) => [index("top_ups_payment_intent_idx").on(t.paymentIntent)],
+);
+
+/** Stripe events already handled, by event id: a replay changes nothing. */
+export const stripeEvents = pgTable("stripe_events", {
+  id: text("id").primaryKey(),
+  type: text("type").notNull(),
+  receivedAt: ts("received_at").notNull(),
+});
+
+/** Monthly invoices, append-only (issued once, never changed). */
+export const invoices = pgTable(
+  "invoices",
+  {
+    id: id(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id),
+    month: text("month").notNull(),
+    currency: text("currency").notNull(),
+    usageTotal: bigint("usage_total", { mode: "number" }).notNull(),
+    creditsTotal: bigint("credits_total", { mode: "number" }).notNull(),
+    lines: jsonb("lines")
+      .$type<
+        Array<{
+          box: string | null;
+          description: string;
+          quantityMilli: number;
+          unit: "hours" | "GB-months" | "credit";
+          amount: number;
+        }>
+      >()
+      .notNull(),
+    issuedAt: ts("issued_at").notNull(),
+  },
+  (t) => [uniqueIndex("invoices_user_month_idx").on(t.userId, t.month)],
 );

@@ -1,9 +1,10 @@
 import { EventEmitter } from "node:events";
-import type { Box, Job, LogLine } from "@doppio/contracts";
+import type { Box, Job, LogLine, WalletEvent } from "@doppio/contracts";
 
 export type RealtimeEvent =
   | { type: "box"; box: Box }
-  | { type: "job"; job: Job & { boxSlug: string | null } };
+  | { type: "job"; job: Job & { boxSlug: string | null } }
+  | { type: "wallet"; wallet: WalletEvent };
 
 /**
  * In-process fan-out of state changes: `server:<id>` wakes that server's claim long-polls,
@@ -59,6 +60,13 @@ export class Bus {
 
   publish(teamId: string, event: RealtimeEvent): void {
     this.emitter.emit(`team:${teamId}`, event);
+    if (event.type === "box") this.emitter.emit("box", teamId, event.box.slug);
+  }
+
+  /** Every box change on any team (billing settles the box's usage at each one). */
+  onBoxChange(listener: (teamId: string, slug: string) => void): () => void {
+    this.emitter.on("box", listener);
+    return () => this.emitter.off("box", listener);
   }
 
   subscribe(teamId: string, listener: (event: RealtimeEvent) => void): () => void {

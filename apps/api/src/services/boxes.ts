@@ -12,6 +12,7 @@ import {
 } from "@doppio/contracts";
 import { and, count, desc, eq, inArray, isNull, ne } from "drizzle-orm";
 import { newId } from "../auth/secrets.ts";
+import { requireCredit } from "../billing/funds.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
 import { agentJobs, boxes, servers, serverTemplates, templates } from "../db/schema.ts";
@@ -123,6 +124,7 @@ export async function createBox(
         // candidates() locks the active servers, so concurrent creates count in turn.
         const hosts = await candidates(tx, template);
         await checkQuota(ctx, tx, p);
+        await requireCredit(ctx, tx, p.userId);
         const placement = placeBox(hosts, need, {
           now: ctx.clock.now(),
           heartbeatFreshMs: ctx.config.heartbeatFreshMs,
@@ -190,6 +192,7 @@ export async function performAction(
   action: Exclude<BoxAction, "create">,
 ): Promise<{ box: BoxRow; job: JobRow; deduplicated: boolean }> {
   const box = await findBox(ctx, p, slug);
+  if (action === "start") await requireCredit(ctx, ctx.db, box.ownerId);
   const [inflight] = await ctx.db
     .select()
     .from(agentJobs)

@@ -7,4 +7,7 @@ export const keys = {
   templates: ["templates"] as const,
   tokens: ["tokens"] as const,
   servers: ["servers"] as const,
+  wallet: ["wallet"] as const,
+  ledger: (kind: string) => ["ledger", kind] as const,
+  invoices: ["invoices"] as const,
 };

@@ -2,6 +2,7 @@ import { BOX_SIZES } from "@doppio/contracts";
 import { ApiError } from "../api/client.ts";
 import { useBox, useJobs } from "../api/queries.ts";
 import { BoxActions } from "../components/BoxActions.tsx";
+import { BoxCost } from "../components/BoxCost.tsx";
 import { BoxUrls } from "../components/BoxUrls.tsx";
 import { EmptyState } from "../components/EmptyState.tsx";
 import { EnvEditor } from "../components/EnvEditor.tsx";
@@ -53,6 +54,7 @@ export function BoxPage({ slug }: { slug: string }) {
             {b.template} · {b.size} ({size.vcpu} vCPU, {formatMemory(size.memoryMb)}, {size.diskGb} GB)
             {b.server ? ` · on ${b.server}` : ""}
           </p>
+          <BoxCost slug={b.slug} />
         </div>
         <StatusBadge status={b.status} />
       </div>
