@@ -127,8 +127,8 @@ describe("doppio CLI against a real control plane", () => {
     const table = await home.run(["ls"]);
     expect(table.code).toBe(0);
     const [header, ...rows] = table.stdout.trimEnd().split("\n");
-    expect(header).toMatch(/^NAME\s+STATUS\s+TEMPLATE\s+SIZE\s+CREATED\s+SITE$/);
-    expect(rows.find((l) => l.startsWith("cli-box "))).toMatch(/^cli-box\s+running\s+minimal\s+small\s/);
+    expect(header).toMatch(/^NAME\s+STATUS\s+HIBERNATES\s+TEMPLATE\s+SIZE\s+CREATED\s+SITE$/);
+    expect(rows.find((l) => l.startsWith("cli-box "))).toMatch(/^cli-box\s+running\s+-\s+minimal\s+small\s/);
 
     const json = await home.run(["ls", "--json"]);
     const box = JSON.parse(json.stdout).find((b: { slug: string }) => b.slug === "cli-box");

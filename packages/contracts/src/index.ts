@@ -3,6 +3,7 @@ export * from "./api.ts";
 export * from "./box.ts";
 export * from "./errors.ts";
 export * from "./hosts.ts";
+export * from "./idle.ts";
 export * from "./job.ts";
 export * from "./log-redact.ts";
 export * from "./logs.ts";

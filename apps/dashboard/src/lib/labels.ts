@@ -7,6 +7,8 @@ export const STATUS_LABELS: Record<BoxStatus, string> = {
   running: "Running",
   stopping: "Stopping",
   stopped: "Stopped",
+  hibernating: "Hibernating",
+  hibernated: "Hibernated",
   resetting: "Resetting",
   deleting: "Deleting",
   deleted: "Deleted",
@@ -19,6 +21,7 @@ export const BUSY_STATUSES: readonly BoxStatus[] = [
   "creating",
   "starting",
   "stopping",
+  "hibernating",
   "resetting",
   "deleting",
 ];
@@ -29,6 +32,7 @@ export const ACTION_TITLES: Record<JobAction, string> = {
   stop: "Stop",
   reset: "Reset",
   delete: "Delete",
+  hibernate: "Hibernate",
   build_golden: "Build golden snapshot",
   build_image: "Build image",
 };
@@ -39,4 +43,15 @@ export function stepLabel(name: StepName): string {
 
 export function formatMemory(mb: number): string {
   return mb >= 1024 ? `${Math.round((mb / 1024) * 10) / 10} GB` : `${mb} MB`;
+}
+
+export function formatBytes(bytes: number): string {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let v = bytes;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${v} B` : `${Math.round(v * 10) / 10} ${units[i]}`;
 }

@@ -8,6 +8,7 @@ import type { QemuContext } from "./context.ts";
 import { createOverlay, createVolume } from "./disks.ts";
 import { QemuError } from "./errors.ts";
 import { currentGolden } from "./golden.ts";
+import type { SavedMemory } from "./hibernate.ts";
 import { type BoxPaths, imagePaths } from "./layout.ts";
 import { writeMetadataFile } from "./metadata.ts";
 import { isVmProcess, launchQemu } from "./process.ts";
@@ -19,7 +20,12 @@ import { type BoxRecord, type GoldenManifest, writeJson } from "./records.ts";
 export type Origin =
   | { kind: "golden"; golden: GoldenManifest }
   | { kind: "image" }
-  | { kind: "existing"; record: BoxRecord };
+  | { kind: "existing"; record: BoxRecord }
+  /**
+   * Its own disks and its saved memory (hibernate.ts); `consume` runs once the stream is
+   * loaded, before the guest runs: from then on the disks move past the saved state.
+   */
+  | { kind: "resume"; record: BoxRecord; saved: SavedMemory; consume: () => Promise<void> };
 
 export interface LaunchDeps {
   ctx: QemuContext;
@@ -44,7 +50,7 @@ export async function launchBox(
   }
   const started = Date.now();
   let record: BoxRecord;
-  if (origin.kind === "existing") {
+  if (origin.kind === "existing" || origin.kind === "resume") {
     record = {
       ...origin.record,
       ip: spec.net.ip,
@@ -87,7 +93,9 @@ export async function launchBox(
     const ports = new Set([
       ...deps.userPorts,
       ...(origin.kind === "golden" ? (origin.golden.readyPorts ?? []) : []),
-      ...(origin.kind === "existing" ? Object.keys(origin.record.forwards).map(Number) : []),
+      ...(origin.kind === "existing" || origin.kind === "resume"
+        ? Object.keys(origin.record.forwards).map(Number)
+        : []),
     ]);
     const forwards = await Promise.all(
       [...ports].map(async (guestPort) => ({ guestPort, hostPort: await freePort() })),
@@ -107,7 +115,7 @@ export async function launchBox(
   });
   await writeJson(paths.record, record);
   await writeMetadataFile(paths.meta, spec.metadata);
-  const restore = origin.kind === "golden" ? origin.golden : null;
+  const restore = origin.kind === "golden" ? origin.golden : origin.kind === "resume" ? origin.saved : null;
   const serialFrom = await fileSize(paths.serial);
   const args = qemuArgs({
     accel: record.accel,
@@ -126,7 +134,8 @@ export async function launchBox(
     pidFile: paths.pid,
     ...(restore ? { incomingFile: restore.vmstate } : {}),
   });
-  const { pid, qmp } = await report.step(restore ? "restore_vm" : "boot_vm", async () => {
+  const stepName = origin.kind === "resume" ? "resume_vm" : restore ? "restore_vm" : "boot_vm";
+  const { pid, qmp } = await report.step(stepName, async () => {
     const launched = await launchQemu({
       qemuBinary: deps.ctx.qemuBinary,
       netns: deps.ctx.netns,
@@ -136,7 +145,9 @@ export async function launchBox(
       qmpSocket: paths.qmp,
     });
     try {
-      if (restore) await resumeAfterIncoming(launched.qmp);
+      if (restore) {
+        await resumeAfterIncoming(launched.qmp, origin.kind === "resume" ? origin.consume : undefined);
+      }
     } catch (err) {
       launched.qmp.close();
       throw err;
@@ -152,7 +163,12 @@ export async function launchBox(
   record.created = true;
   await writeJson(paths.record, record);
   deps.ctx.log.info(
-    { slug: spec.slug, ms: Date.now() - started, mode: restore ? "restore" : "boot", accel: record.accel },
+    {
+      slug: spec.slug,
+      ms: Date.now() - started,
+      mode: origin.kind === "resume" ? "resume" : restore ? "restore" : "boot",
+      accel: record.accel,
+    },
     "box ready",
   );
   return upstreamOf(record);
@@ -183,7 +199,7 @@ async function imageVersion(ctx: QemuContext, template: string): Promise<string>
 }
 
 /** After `-incoming` with `-S`: wait for the stream to load, then resume the guest. */
-async function resumeAfterIncoming(qmp: QmpClient): Promise<void> {
+async function resumeAfterIncoming(qmp: QmpClient, beforeCont?: () => Promise<void>): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
     const s = await qmp.execute<{ status: string }>("query-status");
@@ -196,6 +212,7 @@ async function resumeAfterIncoming(qmp: QmpClient): Promise<void> {
     if (Date.now() > deadline) throw new QemuError("timeout", "restore did not finish loading");
     await new Promise((r) => setTimeout(r, 10));
   }
+  await beforeCont?.();
   await qmp.execute("cont");
 }
 
