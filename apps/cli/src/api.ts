@@ -83,10 +83,15 @@ export class ApiClient {
       slug,
       this.run((c) => c.keepBoxAwake(slug)),
     );
-  setBoxIdle = (slug: string, idleTimeoutMinutes: number | null) =>
+  setBoxIdle = (slug: string, idleTimeoutMinutes: number | null, publicWake?: boolean) =>
     forBox(
       slug,
-      this.run((c) => c.setBoxIdle(slug, { idleTimeoutMinutes })),
+      this.run((c) =>
+        c.setBoxIdle(
+          slug,
+          publicWake === undefined ? { idleTimeoutMinutes } : { idleTimeoutMinutes, publicWake },
+        ),
+      ),
     );
   setIdleDefault = (idleTimeoutMinutes: number | null) =>
     this.run((c) => c.setIdleDefault(idleTimeoutMinutes));

@@ -37,13 +37,29 @@ export function registerIdleCommands(program: Command, app: App): void {
   program
     .command("idle <name> <minutes>")
     .description("hibernate a box after this many idle minutes (off: never; default: your default)")
+    .option(
+      "--public-wake <on|off>",
+      "whether anyone's visit to its public site may wake it (default: only yours)",
+    )
     .option("--json", "print JSON (the box)")
     .addHelpText(
       "after",
-      examples("doppio idle my-box 30", "doppio idle my-box off", "doppio idle my-box default"),
+      examples(
+        "doppio idle my-box 30",
+        "doppio idle my-box off",
+        "doppio idle my-box default --public-wake on",
+      ),
     )
-    .action(async (name: string, minutes: string, opts: { json?: boolean }) => {
-      const box = await (await app.api()).setBoxIdle(parseSlug(name), parseMinutes(minutes, true));
+    .action(async (name: string, minutes: string, opts: { json?: boolean; publicWake?: string }) => {
+      if (opts.publicWake !== undefined && opts.publicWake !== "on" && opts.publicWake !== "off") {
+        throw usageError(`--public-wake takes on or off, not "${opts.publicWake}"`);
+      }
+      const publicWake = opts.publicWake === undefined ? undefined : opts.publicWake === "on";
+      const box = await (await app.api()).setBoxIdle(
+        parseSlug(name),
+        parseMinutes(minutes, true),
+        publicWake,
+      );
       if (opts.json) return printJson(app.io.stdout, box);
       app.io.stdout.write(
         box.idleTimeoutMinutes === null
