@@ -112,6 +112,9 @@ for (const kind of DB_KINDS) {
         idleHibernatesAt: null,
         allowedActions: ["start", "stop", "reset", "delete"],
       });
+      // Its saved memory is disk its host gives it: counted (in whole GiB) beside its own disk.
+      const server = (await (await env.admin()).get("/api/v1/servers/idle-host")).body;
+      expect(server.used.diskGb).toBe(2 * 10 + 1);
     });
 
     it("keep-awake resets the timer; only the owner can press it", async () => {

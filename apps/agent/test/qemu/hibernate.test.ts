@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -134,6 +135,32 @@ describe.skipIf(missing !== null)("hibernate and resume on real QEMU", { timeout
     const time = Number(/time=(\d+)/.exec(identity)?.[1]);
     expect(Math.abs(time - Date.now() / 1000)).toBeLessThan(60);
     await restarted.close();
+  });
+
+  it("a TCP connection the host held open across hibernate and resume is served on", async () => {
+    // Half a request before, the rest after: the guest's socket (in its saved memory) and the
+    // host's (kept open) carry on, as after any pause the guest kernel's timers allow.
+    const conn = spawn("ip", ["netns", "exec", ns.name, "socat", "-", `TCP:${IP}:8000`], {
+      stdio: ["pipe", "pipe", "ignore"],
+    });
+    let answer = "";
+    conn.stdout.on("data", (c: Buffer) => {
+      answer += c.toString();
+    });
+    const ended = new Promise<void>((resolve) => conn.once("close", () => resolve()));
+    try {
+      conn.stdin.write("GET /cgi-bin/identity HTTP/1.0\r\n");
+      await delay(500);
+      await ex.hibernate(SLUG, new RecordingReporter());
+      generation += 1;
+      await ex.start(spec(), new RecordingReporter());
+      conn.stdin.write("Host: box\r\n\r\n");
+      await Promise.race([ended, delay(30_000)]);
+      expect(answer).toMatch(/^HTTP\/1\.[01] 200/);
+      expect(answer).toContain(`hostname=${SLUG}`);
+    } finally {
+      conn.kill();
+    }
   });
 
   it("stop of a hibernated box discards its memory; the next start boots its disks", async () => {
