@@ -90,7 +90,12 @@ describeOnEachDb("boxes", (env) => {
 
     const startWhileRunning = await admin.post("/api/v1/boxes/demo/start");
     expect(startWhileRunning.status).toBe(409);
-    expect(startWhileRunning.body.error.details.allowedActions).toEqual(["stop", "hibernate", "reset", "delete"]);
+    expect(startWhileRunning.body.error.details.allowedActions).toEqual([
+      "stop",
+      "hibernate",
+      "reset",
+      "delete",
+    ]);
 
     const stop = await admin.post("/api/v1/boxes/demo/stop");
     expect(stop.status).toBe(202);
