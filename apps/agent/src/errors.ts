@@ -7,6 +7,8 @@ const AGENT_ERROR_CODES = [
   "unknown_action",
   "invalid_payload",
   "box_not_on_host",
+  /** Only a running box can hibernate. */
+  "not_running",
   "no_golden",
   "unknown_template",
   "not_available",

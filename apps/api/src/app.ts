@@ -35,11 +35,13 @@ import { billingRoutes } from "./routes/billing.ts";
 import { boxRoutes } from "./routes/boxes.ts";
 import { openApiTransform } from "./routes/contract.ts";
 import { eventRoutes } from "./routes/events.ts";
+import { idleRoutes } from "./routes/idle.ts";
 import { agentLogRoutes, logRoutes } from "./routes/logs.ts";
 import { serverRoutes } from "./routes/servers.ts";
 import { loadAccessKeys } from "./services/access.ts";
 import { bootstrapAdmin } from "./services/admin.ts";
 import { type GitCredentialSource, noGitCredentials } from "./services/git-credentials.ts";
+import { hibernateIdleBoxes } from "./services/idle.ts";
 import { reapExpiredJobs } from "./services/jobs.ts";
 import { seedTemplates } from "./services/templates.ts";
 
@@ -157,6 +159,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   await app.register(agentGitRoutes(ctx));
   await app.register(agentLogRoutes(ctx));
   await app.register(billingRoutes(ctx));
+  await app.register(idleRoutes(ctx));
 
   if (config.dashboardDir && existsSync(config.dashboardDir)) {
     await app.register(fastifyStatic, { root: config.dashboardDir, prefix: "/dashboard/", wildcard: false });
@@ -177,6 +180,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     startReaper() {
       reaper = setInterval(() => {
         reapExpiredJobs(ctx).catch((err) => ctx.log.error({ err }, "reaper failed"));
+        hibernateIdleBoxes(ctx).catch((err) => ctx.log.error({ err }, "idle hibernation failed"));
       }, config.reaperIntervalMs);
       reaper.unref();
     },

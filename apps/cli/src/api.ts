@@ -69,7 +69,7 @@ export class ApiClient {
   box = (slug: string) => this.run((c) => c.box(slug));
   jobs = (slug: string) => this.run((c) => c.jobs(slug));
   createBox = (req: CreateBoxRequest) => this.run((c) => c.createBox(req));
-  action = (slug: string, action: "start" | "stop" | "reset") =>
+  action = (slug: string, action: "start" | "stop" | "reset" | "hibernate") =>
     forBox(
       slug,
       this.run((c) => c[`${action}Box`](slug)),
@@ -79,6 +79,23 @@ export class ApiClient {
       slug,
       this.run((c) => c.deleteBox(slug)),
     );
+  keepAwake = (slug: string) =>
+    forBox(
+      slug,
+      this.run((c) => c.keepBoxAwake(slug)),
+    );
+  setBoxIdle = (slug: string, idleTimeoutMinutes: number | null, publicWake?: boolean) =>
+    forBox(
+      slug,
+      this.run((c) =>
+        c.setBoxIdle(
+          slug,
+          publicWake === undefined ? { idleTimeoutMinutes } : { idleTimeoutMinutes, publicWake },
+        ),
+      ),
+    );
+  setIdleDefault = (idleTimeoutMinutes: number | null) =>
+    this.run((c) => c.setIdleDefault(idleTimeoutMinutes));
   logs = (slug: string, query: LogsRequest) => this.run((c) => c.logs(slug, query));
   tokens = () => this.run((c) => c.tokens());
   revokeToken = (id: string) => this.run((c) => c.revokeToken(id));

@@ -7,6 +7,7 @@ import { registerInfoCommands } from "./commands/box-info.ts";
 import { registerBoxCommands } from "./commands/boxes.ts";
 import { registerCompletionCommand } from "./commands/completion.ts";
 import { registerContextCommands } from "./commands/context.ts";
+import { registerIdleCommands } from "./commands/idle.ts";
 import { registerLogsCommand } from "./commands/logs.ts";
 import type { Io } from "./io.ts";
 
@@ -52,6 +53,7 @@ Exit codes: 0 success, 1 operation failed (job failed, not found, denied),
   registerAuthCommands(program, app);
   registerContextCommands(program, app);
   registerBoxCommands(program, app);
+  registerIdleCommands(program, app);
   registerInfoCommands(program, app);
   registerLogsCommand(program, app);
   registerBillingCommands(program, app);

@@ -23,7 +23,7 @@ export const LEDGER_KINDS = [
 export type LedgerKind = (typeof LEDGER_KINDS)[number];
 
 /** Statuses in which a box's VM runs (compute is billed) and in which its disk exists (storage). */
-const COMPUTE: readonly BoxStatus[] = ["starting", "running", "stopping", "resetting"];
+const COMPUTE: readonly BoxStatus[] = ["starting", "running", "stopping", "resetting", "hibernating"];
 export function billedMeters(status: BoxStatus): { compute: boolean; storage: boolean } {
   return { compute: COMPUTE.includes(status), storage: status !== "deleted" };
 }

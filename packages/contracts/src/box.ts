@@ -13,6 +13,9 @@ export const BOX_STATUSES = [
   "running",
   "stopping",
   "stopped",
+  "hibernating",
+  /** Memory saved on the host, VMM gone: `start` resumes its processes where they were. */
+  "hibernated",
   "resetting",
   "deleting",
   "deleted",
@@ -24,9 +27,12 @@ export type BoxStatus = (typeof BOX_STATUSES)[number];
 const ALLOWED: Record<BoxStatus, readonly BoxAction[]> = {
   creating: ["delete"],
   starting: ["delete"],
-  running: ["stop", "reset", "delete"],
+  running: ["stop", "hibernate", "reset", "delete"],
   stopping: ["delete"],
   stopped: ["start", "reset", "delete"],
+  hibernating: ["delete"],
+  // stop discards the saved memory (the disks stay), reset and delete discard it too.
+  hibernated: ["start", "stop", "reset", "delete"],
   resetting: ["delete"],
   deleting: [],
   deleted: [],
@@ -48,6 +54,7 @@ export const IN_FLIGHT_STATUS: Record<BoxAction, BoxStatus> = {
   stop: "stopping",
   reset: "resetting",
   delete: "deleting",
+  hibernate: "hibernating",
 };
 
 /** Status after the job for `action` succeeded, and the desired state the action sets. */
@@ -57,6 +64,7 @@ export const SETTLED_STATUS: Record<BoxAction, BoxStatus> = {
   stop: "stopped",
   reset: "running",
   delete: "deleted",
+  hibernate: "hibernated",
 };
 export const DESIRED_AFTER: Record<BoxAction, DesiredState> = {
   create: "running",
@@ -64,6 +72,8 @@ export const DESIRED_AFTER: Record<BoxAction, DesiredState> = {
   stop: "stopped",
   reset: "running",
   delete: "deleted",
+  // Not running: nothing restarts it by itself; a start (or a wake) resumes it.
+  hibernate: "stopped",
 };
 
 export const BOX_SIZES = {
@@ -154,6 +164,19 @@ export const Box = z.object({
   urls: z.object({ site: z.string(), code: z.string(), devPort: z.string() }).nullable(),
   env: z.record(z.string(), z.string()),
   allowedActions: z.array(z.enum(BOX_ACTIONS)),
+  /**
+   * Bytes of host disk the box's saved memory takes while it is hibernated (counted as
+   * the box's storage beside its disks); null when it has none.
+   */
+  memoryFileBytes: z.number().int().nonnegative().nullable(),
+  /** Idle timeout that applies (the box's own or its owner's default); null: never hibernates when idle. */
+  idleTimeoutMinutes: z.number().int().nullable(),
+  /** Whether the timeout is the box's own (else its owner's default). */
+  idleTimeoutCustom: z.boolean(),
+  /** When the running box hibernates unless it is used (or kept awake) before; null otherwise. */
+  idleHibernatesAt: z.string().nullable(),
+  /** Anyone's request to its public site may wake it from hibernation (else only the owner's). */
+  publicWake: z.boolean(),
   createdAt: z.string(),
   updatedAt: z.string(),
 });

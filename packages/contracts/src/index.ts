@@ -5,6 +5,7 @@ export * from "./billing-routes.ts";
 export * from "./box.ts";
 export * from "./errors.ts";
 export * from "./hosts.ts";
+export * from "./idle.ts";
 export * from "./job.ts";
 export * from "./log-redact.ts";
 export * from "./logs.ts";

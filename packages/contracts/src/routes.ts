@@ -30,6 +30,7 @@ import {
 import { WalletEvent } from "./billing.ts";
 import { billingRoutes } from "./billing-routes.ts";
 import { Box, CreateBoxRequest, UpdateBoxRequest } from "./box.ts";
+import { IdleDefault, SetBoxIdleRequest, SetIdleDefaultRequest, WakeRequest, WakeResponse } from "./idle.ts";
 import { Job } from "./job.ts";
 import { LogBatch, LogBatchAck, LogLine, LogsPage, LogsQuery } from "./logs.ts";
 import { type HttpMethod, NoContent, route } from "./route.ts";
@@ -177,7 +178,19 @@ export const routes = {
     responses: { 200: Box },
   }),
   // 402: the owner's wallet is empty.
-  startBox: { ...boxAction("POST", "/api/v1/boxes/:slug/start", "Start a stopped box"), errors: [402, 409] },
+  startBox: {
+    ...boxAction(
+      "POST",
+      "/api/v1/boxes/:slug/start",
+      "Start a stopped box, or resume a hibernated one where it was",
+    ),
+    errors: [402, 409],
+  },
+  hibernateBox: boxAction(
+    "POST",
+    "/api/v1/boxes/:slug/hibernate",
+    "Hibernate a running box: its memory is kept on its host and a start resumes it",
+  ),
   stopBox: boxAction("POST", "/api/v1/boxes/:slug/stop", "Stop a running box (its disk is kept)"),
   resetBox: boxAction(
     "POST",
@@ -185,6 +198,34 @@ export const routes = {
     "Reset a box to its template (its data volume is kept)",
   ),
   deleteBox: boxAction("DELETE", "/api/v1/boxes/:slug", "Delete a box and everything on it"),
+  setBoxIdle: route({
+    method: "PATCH",
+    path: "/api/v1/boxes/:slug/idle",
+    summary: "Set a box's idle timeout (null: its owner's default; 0: never) and who may wake it",
+    tag: "boxes",
+    auth: "user",
+    params: SlugParams,
+    body: SetBoxIdleRequest,
+    responses: { 200: Box },
+  }),
+  keepBoxAwake: route({
+    method: "POST",
+    path: "/api/v1/boxes/:slug/keep-awake",
+    summary: "Count the box as used now: its idle timer starts again",
+    tag: "boxes",
+    auth: "user",
+    params: SlugParams,
+    responses: { 200: Box },
+  }),
+  setIdleDefault: route({
+    method: "PATCH",
+    path: "/api/v1/me/idle",
+    summary: "Set the signed-in user's idle timeout for boxes without their own (null or 0: never)",
+    tag: "auth",
+    auth: "user",
+    body: SetIdleDefaultRequest,
+    responses: { 200: IdleDefault },
+  }),
   listBoxJobs: route({
     method: "GET",
     path: "/api/v1/boxes/:slug/jobs",
@@ -332,6 +373,17 @@ export const routes = {
     params: z.object({ slug: z.string().min(1).max(200) }),
     body: GitCredentialRequest,
     responses: { 200: GitCredential },
+  }),
+  wakeBox: route({
+    method: "POST",
+    path: "/agent/v1/boxes/:slug/wake",
+    summary: "Resume a hibernated box on this host that an allowed request reached",
+    tag: "agent",
+    auth: "agent",
+    errors: [409],
+    params: SlugParams,
+    body: WakeRequest,
+    responses: { 202: WakeResponse },
   }),
   shipBoxLogs: route({
     method: "POST",

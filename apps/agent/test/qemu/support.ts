@@ -25,6 +25,7 @@ export function qemuUnavailable(): string | null {
     ["mkfs.ext4", "-V"],
     ["apt-get", "--version"],
     ["curl", "--version"],
+    ["socat", "-V"],
   ] as const) {
     try {
       execFileSync(bin, [arg], { stdio: "ignore" });

@@ -36,6 +36,7 @@ export function boxPayload(slug: string): BoxJobPayload {
     env: {},
     owner: "user-1",
     sitePublic: true,
+    publicWake: false,
   };
 }
 

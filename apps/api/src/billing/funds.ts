@@ -1,4 +1,4 @@
-import { type BoxStatus, canPerform, formatMoney, type WalletEvent } from "@doppio/contracts";
+import { canPerform, formatMoney, type WalletEvent } from "@doppio/contracts";
 import { and, eq, isNull, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
@@ -81,7 +81,7 @@ async function stopRunningBoxes(ctx: Ctx, userId: string): Promise<void> {
     .select({ slug: boxes.slug, status: boxes.status, teamId: boxes.teamId })
     .from(boxes)
     .where(and(eq(boxes.ownerId, userId), isNull(boxes.deletedAt)));
-  const running = owned.filter((b) => b.status === "running" && canPerform(b.status as BoxStatus, "stop"));
+  const running = owned.filter((b) => b.status === "running" && canPerform(b.status, "stop"));
   if (running.length === 0) return;
   const principal = await principalForUser(ctx, userId);
   if (!principal) return;

@@ -37,6 +37,8 @@ export const users = pgTable("users", {
   role: text("role", { enum: ["user", "admin"] })
     .notNull()
     .default("user"),
+  /** Idle timeout for the user's boxes that have none of their own (minutes; null or 0: never). */
+  idleTimeoutMinutes: integer("idle_timeout_minutes"),
   createdAt: createdAt(),
 });
 
@@ -170,6 +172,14 @@ export const boxes = pgTable(
     /** Code of the failure behind `status = 'error'` (a JobErrorCode); null otherwise. */
     errorCode: text("error_code"),
     ip: text("ip"),
+    /** Bytes of saved memory on the host while the box is hibernated; null otherwise. */
+    memoryFileBytes: bigint("memory_file_bytes", { mode: "number" }),
+    /** The box's own idle timeout (minutes, 0: never); null: its owner's default. */
+    idleTimeoutMinutes: integer("idle_timeout_minutes"),
+    /** Anyone's request to its public site may wake it from hibernation. */
+    publicWake: boolean("public_wake").notNull().default(false),
+    /** Last use its host's edge reported (or a keep-awake, or its last start); idle time counts from it. */
+    lastActiveAt: ts("last_active_at"),
     sitePublic: boolean("site_public").notNull().default(true),
     env: jsonb("env").$type<Record<string, string>>().notNull().default({}),
     createdAt: createdAt(),

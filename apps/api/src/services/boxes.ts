@@ -15,7 +15,7 @@ import { newId } from "../auth/secrets.ts";
 import { requireCredit } from "../billing/funds.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
-import { agentJobs, boxes, servers, serverTemplates, templates } from "../db/schema.ts";
+import { agentJobs, boxes, servers, serverTemplates, templates, users } from "../db/schema.ts";
 import { type Candidate, placeBox } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
 import { audit } from "./audit.ts";
@@ -52,6 +52,7 @@ function jobPayload(box: BoxRow): BoxJobPayload {
     env: box.env,
     owner: box.ownerId,
     sitePublic: box.sitePublic,
+    publicWake: box.publicWake,
   };
 }
 
@@ -90,7 +91,8 @@ async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
 async function announce(ctx: Ctx, serverId: string, boxId: string): Promise<void> {
   const view = await loadBoxView(ctx, boxId);
   ctx.bus.jobEnqueued(serverId);
-  if (view) ctx.bus.publish(view.box.teamId, { type: "box", box: toBox(view.box, view.server) });
+  if (view)
+    ctx.bus.publish(view.box.teamId, { type: "box", box: toBox(view.box, view.server, view.ownerIdle) });
 }
 
 /** Boxes a user may have at once: one user must not exhaust every server for everyone. */
@@ -191,7 +193,22 @@ export async function performAction(
   slug: string,
   action: Exclude<BoxAction, "create">,
 ): Promise<{ box: BoxRow; job: JobRow; deduplicated: boolean }> {
-  const box = await findBox(ctx, p, slug);
+  return actOnBox(ctx, await findBox(ctx, p, slug), action, { user: p.userId });
+}
+
+/**
+ * Queues `action` for `box` on behalf of `actor`: a user, or a server whose edge or idle
+ * timer asked (`reason` goes into the audit log). An identical job in flight is returned as
+ * is; any other job in flight, or an action the box's state does not allow, is a conflict.
+ */
+export async function actOnBox(
+  ctx: Ctx,
+  box: BoxRow,
+  action: Exclude<BoxAction, "create">,
+  actor: { user?: string; server?: string; reason?: string },
+): Promise<{ box: BoxRow; job: JobRow; deduplicated: boolean }> {
+  const slug = box.slug;
+  // A start (a resume or a wake included) needs credit; stopping and hibernating never do.
   if (action === "start") await requireCredit(ctx, ctx.db, box.ownerId);
   const [inflight] = await ctx.db
     .select()
@@ -231,11 +248,12 @@ export async function performAction(
         payload: jobPayload(updated),
       });
       await audit(ctx, tx, {
-        user: p.userId,
+        ...(actor.user ? { user: actor.user } : {}),
+        ...(actor.server ? { server: actor.server } : {}),
         action: `box.${action}`,
         targetType: "box",
         targetId: box.id,
-        data: { slug },
+        data: actor.reason ? { slug, reason: actor.reason } : { slug },
       });
       return { box: updated, job, deduplicated: false };
     });
@@ -249,9 +267,10 @@ export async function performAction(
 
 export async function listBoxes(ctx: Ctx, p: Principal) {
   return ctx.db
-    .select({ box: boxes, server: servers })
+    .select({ box: boxes, server: servers, ownerIdle: users.idleTimeoutMinutes })
     .from(boxes)
     .leftJoin(servers, eq(servers.id, boxes.serverId))
+    .leftJoin(users, eq(users.id, boxes.ownerId))
     .where(and(eq(boxes.teamId, p.teamId), isNull(boxes.deletedAt)))
     .orderBy(desc(boxes.createdAt));
 }

@@ -185,9 +185,24 @@ async function settleBox(tx: Db, boxId: string, outcome: JobOutcome, now: Date):
       return;
     case "create":
     case "start":
-    case "stop":
     case "reset":
-      await set({ ...settled(outcome.action), ip: outcome.data.ip });
+      // Idle time counts from the moment it runs again, not from before it was stopped.
+      await set({
+        ...settled(outcome.action),
+        ip: outcome.data.ip,
+        memoryFileBytes: null,
+        lastActiveAt: now,
+      });
+      return;
+    case "stop":
+      await set({ ...settled(outcome.action), ip: outcome.data.ip, memoryFileBytes: null });
+      return;
+    case "hibernate":
+      await set({
+        ...settled(outcome.action),
+        ip: outcome.data.ip,
+        memoryFileBytes: outcome.data.memoryFileBytes,
+      });
       return;
     case "build_golden":
     case "build_image":

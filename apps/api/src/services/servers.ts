@@ -13,6 +13,7 @@ import { AppError, notFound } from "../errors.ts";
 import { endedBoxAccess } from "./access.ts";
 import { audit } from "./audit.ts";
 import { usedByServer } from "./capacity.ts";
+import { recordActivity } from "./idle.ts";
 import { extendLeases, insertJob, type JobRow } from "./jobs.ts";
 import { getTemplate } from "./templates.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
@@ -132,6 +133,7 @@ export async function recordHeartbeat(
       });
   }
   await extendLeases(ctx, server.id, hb.jobs);
+  await recordActivity(ctx, server.id, hb.vms);
   const expected = await ctx.db
     .select({ slug: boxes.slug, desiredState: boxes.desiredState, status: boxes.status })
     .from(boxes)
@@ -140,7 +142,7 @@ export async function recordHeartbeat(
   const drift: HeartbeatResponse["drift"] = [];
   for (const box of expected) {
     const seen = observed.get(box.slug) ?? "gone";
-    const settled = box.status === "running" || box.status === "stopped";
+    const settled = box.status === "running" || box.status === "stopped" || box.status === "hibernated";
     if (!settled) continue; // a job is moving it; the job's result is the truth
     const matches = box.status === "running" ? seen === "running" : seen !== "running";
     if (!matches) drift.push({ slug: box.slug, expected: box.status, observed: seen });

@@ -6,6 +6,7 @@ import pg from "pg";
 import type { DestinationStream } from "pino";
 import { buildControlPlane, type ControlPlane } from "../../src/app.ts";
 import { ApiConfig } from "../../src/config.ts";
+import type { Clock } from "../../src/context.ts";
 import { openDatabase } from "../../src/db/client.ts";
 import { createLogger } from "../../src/logger.ts";
 import { TestClient } from "./client.ts";
@@ -80,6 +81,8 @@ export async function startControlPlane(
     dataDir?: string;
     /** Where the control plane's log lines go (default: stdout, at the config's level). */
     logTo?: DestinationStream;
+    /** The control plane's clock (default: the system's). */
+    clock?: Clock;
   } = {},
 ): Promise<TestControlPlane> {
   const kind = opts.kind ?? "pglite";
@@ -104,7 +107,12 @@ export async function startControlPlane(
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   let cp: ControlPlane;
   try {
-    cp = await buildControlPlane({ config, database, logger: createLogger(config.logLevel, opts.logTo) });
+    cp = await buildControlPlane({
+      config,
+      database,
+      logger: createLogger(config.logLevel, opts.logTo),
+      ...(opts.clock ? { clock: opts.clock } : {}),
+    });
   } catch (err) {
     await database.close();
     await dropDatabase();

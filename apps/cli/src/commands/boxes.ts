@@ -3,11 +3,11 @@ import { type Command, Option } from "commander";
 import type { ApiClient, BoxWithJob } from "../api.ts";
 import type { App } from "../app.ts";
 import { CliError, failed, usageError } from "../errors.ts";
-import { examples, formatAge, printJson, printKeyValues, renderTable, shortId } from "../output.ts";
+import { examples, formatAge, formatIn, printJson, printKeyValues, renderTable, shortId } from "../output.ts";
 import { waitForJob } from "../wait.ts";
 import { collect, parseEnv, parseSize, parseSlug } from "./box-args.ts";
 
-type Action = "start" | "stop" | "reset" | "rm";
+type Action = "start" | "stop" | "hibernate" | "reset" | "rm";
 
 interface ActionOptions {
   wait: boolean;
@@ -16,8 +16,21 @@ interface ActionOptions {
 }
 
 const ACTIONS: Record<Action, { describe: string; progress: string; done: string; confirm?: string }> = {
-  start: { describe: "start a stopped box", progress: "starting", done: "is running" },
-  stop: { describe: "stop a running box (its disk is kept)", progress: "stopping", done: "is stopped" },
+  start: {
+    describe: "start a stopped box, or resume a hibernated one where it was",
+    progress: "starting",
+    done: "is running",
+  },
+  stop: {
+    describe: "stop a running box (its disk is kept; a hibernated box's memory is not)",
+    progress: "stopping",
+    done: "is stopped",
+  },
+  hibernate: {
+    describe: "hibernate a running box: its processes and memory are kept for the next start",
+    progress: "hibernating",
+    done: "is hibernated",
+  },
   reset: {
     describe: "reset a box to its template (everything on its disk is lost)",
     progress: "resetting",
@@ -53,10 +66,11 @@ export function registerBoxCommands(program: Command, app: App): void {
       const now = app.io.now();
       app.io.stdout.write(
         renderTable(
-          ["NAME", "STATUS", "TEMPLATE", "SIZE", "CREATED", "SITE"],
+          ["NAME", "STATUS", "HIBERNATES", "TEMPLATE", "SIZE", "CREATED", "SITE"],
           boxes.map((b) => [
             b.slug,
             b.status,
+            b.idleHibernatesAt ? formatIn(b.idleHibernatesAt, now) : "-",
             b.template,
             b.size,
             formatAge(b.createdAt, now),
@@ -160,6 +174,7 @@ const TITLES = {
   create: "creating",
   start: "starting",
   stop: "stopping",
+  hibernate: "hibernating",
   reset: "resetting",
   rm: "deleting",
 };
@@ -167,6 +182,7 @@ const DONE: Record<Action | "create", string> = {
   create: "is running",
   start: ACTIONS.start.done,
   stop: ACTIONS.stop.done,
+  hibernate: ACTIONS.hibernate.done,
   reset: ACTIONS.reset.done,
   rm: ACTIONS.rm.done,
 };
@@ -217,6 +233,15 @@ function printBox(app: App, box: Box, last: Job | undefined): void {
     ["size", box.size],
     ["server", box.server ?? "-"],
     ["ip", box.ip ?? "-"],
+    [
+      "idle",
+      box.idleTimeoutMinutes === null
+        ? "never hibernates"
+        : `hibernates after ${box.idleTimeoutMinutes} min idle${box.idleHibernatesAt ? ` (${formatIn(box.idleHibernatesAt, now)})` : ""}`,
+    ],
+    ...(box.memoryFileBytes !== null
+      ? [["saved memory", formatBytes(box.memoryFileBytes)] as [string, string]]
+      : []),
     ["site", box.urls?.site ?? "-"],
     ["code", box.urls?.code ?? "-"],
     ["created", `${box.createdAt} (${formatAge(box.createdAt, now)})`],
@@ -232,4 +257,16 @@ function printBox(app: App, box: Box, last: Job | undefined): void {
     ]);
   }
   printKeyValues(app.io.stdout, pairs);
+}
+
+/** Sizes as people read them: 1536 → "1.5 KiB". */
+function formatBytes(bytes: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = bytes;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${v} B` : `${v.toFixed(v < 10 ? 1 : 0)} ${units[i]}`;
 }

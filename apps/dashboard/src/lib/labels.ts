@@ -6,6 +6,8 @@ export const STATUS_LABELS: Record<BoxStatus, string> = {
   running: "Running",
   stopping: "Stopping",
   stopped: "Stopped",
+  hibernating: "Hibernating",
+  hibernated: "Hibernated",
   resetting: "Resetting",
   deleting: "Deleting",
   deleted: "Deleted",
@@ -17,6 +19,7 @@ export const BUSY_STATUSES: readonly BoxStatus[] = [
   "creating",
   "starting",
   "stopping",
+  "hibernating",
   "resetting",
   "deleting",
 ];
@@ -27,6 +30,7 @@ export const ACTION_TITLES: Record<JobAction, string> = {
   stop: "Stop",
   reset: "Reset",
   delete: "Delete",
+  hibernate: "Hibernate",
   build_golden: "Build golden snapshot",
   build_image: "Build image",
 };
@@ -37,4 +41,15 @@ export function stepLabel(name: StepName): string {
 
 export function formatMemory(mb: number): string {
   return mb >= 1024 ? `${Math.round((mb / 1024) * 10) / 10} GB` : `${mb} MB`;
+}
+
+export function formatBytes(bytes: number): string {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let v = bytes;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${v} B` : `${Math.round(v * 10) / 10} ${units[i]}`;
 }

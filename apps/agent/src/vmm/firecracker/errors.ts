@@ -16,6 +16,10 @@ const FIRECRACKER_ERROR_CODES = [
   "no_uid_free",
   /** The spec asks for something this backend cannot do (e.g. no TAP). */
   "unsupported",
+  /** Only a running box can hibernate. */
+  "not_running",
+  /** The box's saved memory did not load; it is discarded. */
+  "resume_failed",
 ] as const;
 export type FirecrackerErrorCode = (typeof FIRECRACKER_ERROR_CODES)[number];
 

@@ -16,6 +16,10 @@ const QEMU_ERROR_CODES = [
   "disk_failed",
   "migration_failed",
   "invalid_spec",
+  /** Only a running box can hibernate. */
+  "not_running",
+  /** The saved memory did not load; it is discarded. */
+  "resume_failed",
 ] as const;
 export type QemuErrorCode = (typeof QEMU_ERROR_CODES)[number];
 

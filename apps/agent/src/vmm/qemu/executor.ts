@@ -18,9 +18,11 @@ import type { QemuContext } from "./context.ts";
 import { createVolume } from "./disks.ts";
 import { QemuError } from "./errors.ts";
 import { buildGoldenSnapshot, currentGolden, pruneGoldenBuilds } from "./golden.ts";
+import { discardSavedMemory, savedMemory, saveMemory } from "./hibernate.ts";
 import { type LaunchDeps, launchBox, type Origin, upstreamOf } from "./launch.ts";
 import { type BoxPaths, boxesDir, boxPaths } from "./layout.ts";
 import { isVmProcess, killVm, readPid } from "./process.ts";
+import { QmpClient } from "./qmp.ts";
 import { type BoxRecord, type GoldenManifest, readJson } from "./records.ts";
 
 export interface QemuExecutorConfig {
@@ -53,6 +55,8 @@ export interface QemuExecutorConfig {
   volumeSizesGb?: readonly number[];
   /** Golden snapshots' guest RAM: `mapped` (default, mapped-ram.ts) or `streamed`. */
   goldenMemory?: "mapped" | "streamed";
+  /** Bytes per second QEMU may write a hibernating box's memory at (default: unthrottled). */
+  hibernateBandwidth?: number;
   qemuBinary?: string;
   log: Logger;
   now?: () => Date;
@@ -69,6 +73,7 @@ export class QemuExecutor implements Executor {
   readonly #network: HostNetwork | null;
   readonly #userPorts: number[];
   readonly #userMetadataPort: number | null;
+  readonly #hibernateBandwidth: number | undefined;
   readonly #locks = new Map<string, Promise<unknown>>();
   readonly #goldenBuilds = new Map<string, { version: string; error: string | null; building: boolean }>();
   #accel: Promise<{ accel: Accel; tscKhz: number | null }> | null = null;
@@ -94,6 +99,7 @@ export class QemuExecutor implements Executor {
     this.#volumes?.start(config.volumeSizesGb ?? []).catch((err: unknown) => {
       config.log.warn({ err }, "volume pool did not start; volumes are formatted on the create path");
     });
+    this.#hibernateBandwidth = config.hibernateBandwidth;
     this.#ctx = {
       dataDir: config.dataDir,
       imagesDir: config.imagesDir,
@@ -148,10 +154,45 @@ export class QemuExecutor implements Executor {
       const state = await this.#state(paths);
       if (state === "gone") throw new QemuError("not_found", `box ${slug} has no artifacts on this host`);
       const record = await readJson<BoxRecord>(paths.record);
-      await report.step("stop_vm", () => this.#kill(paths));
+      await report.step("stop_vm", async () => {
+        await this.#kill(paths);
+        await discardSavedMemory(paths);
+      });
       await report.step("teardown_network", () => this.#removeTap(record));
       await writeFile(paths.stopped, this.#ctx.now().toISOString());
     });
+  }
+
+  hibernate(slug: string, report: StepReporter): Promise<{ memoryFileBytes: number }> {
+    return this.#locked(slug, async () => {
+      const paths = boxPaths(this.#ctx.dataDir, slug);
+      const state = await this.#state(paths);
+      const existing = await savedMemory(paths);
+      if (state !== "running") {
+        // Already hibernated (a retried job) is done; anything else has no memory to keep.
+        if (existing) return { memoryFileBytes: existing.bytes };
+        throw new QemuError("not_running", `box ${slug} is ${state}: only a running box can hibernate`);
+      }
+      const record = await readJson<BoxRecord>(paths.record);
+      const saved = await report.step("hibernate_vm", async () => {
+        // A stale stream from an earlier boot must never be taken for this one's.
+        await discardSavedMemory(paths);
+        const qmp = await QmpClient.connect(paths.qmp, 5_000);
+        try {
+          return await saveMemory(qmp, paths, this.#ctx.now, { bandwidth: this.#hibernateBandwidth });
+        } finally {
+          qmp.close();
+        }
+      });
+      await report.step("stop_vm", () => this.#kill(paths));
+      await report.step("teardown_network", () => this.#removeTap(record));
+      this.#ctx.log.info({ slug, bytes: saved.bytes, memoryMb: saved.memoryMb }, "box hibernated");
+      return { memoryFileBytes: saved.bytes };
+    });
+  }
+
+  async memoryFileBytes(slug: string): Promise<number | null> {
+    return (await savedMemory(boxPaths(this.#ctx.dataDir, slug)))?.bytes ?? null;
   }
 
   remove(slug: string, report: StepReporter): Promise<void> {
@@ -306,11 +347,24 @@ export class QemuExecutor implements Executor {
       throw new QemuError("not_found", `box ${spec.slug} has no disks to start from`);
     if (state === "running") return upstreamOf(record);
     await rm(paths.stopped, { force: true });
+    const saved = await savedMemory(paths);
+    const origin: Origin = saved
+      ? { kind: "resume", record, saved, consume: () => discardSavedMemory(paths) }
+      : { kind: "existing", record };
     try {
-      return await launchBox(this.#launchDeps(), spec, paths, { kind: "existing", record }, report);
+      return await launchBox(this.#launchDeps(), spec, paths, origin, report);
     } catch (err) {
       await this.#kill(paths).catch(() => undefined);
       await this.#removeTap(record).catch(() => undefined);
+      if (saved) {
+        // A stream QEMU could not load is never tried again: the next start boots the disks.
+        await discardSavedMemory(paths).catch(() => undefined);
+        throw new QemuError(
+          "resume_failed",
+          `box ${spec.slug} could not be resumed from its saved memory, which is discarded (start it again to boot from its disks): ${(err as Error).message}`,
+          { cause: err },
+        );
+      }
       throw err;
     }
   }
@@ -319,6 +373,7 @@ export class QemuExecutor implements Executor {
   async #state(paths: BoxPaths): Promise<VmState> {
     const pid = await readPid(paths.pid);
     if (pid !== null && (await isVmProcess(pid, paths.dir))) return "running";
+    if (await savedMemory(paths)) return "hibernated";
     if (await exists(paths.stopped)) return "stopped";
     if (await exists(paths.overlay)) return "exited";
     return "gone";

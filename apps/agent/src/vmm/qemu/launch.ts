@@ -9,6 +9,7 @@ import type { QemuContext } from "./context.ts";
 import { prepareDisks } from "./disks.ts";
 import { QemuError } from "./errors.ts";
 import { currentGolden } from "./golden.ts";
+import type { SavedMemory } from "./hibernate.ts";
 import { type BoxPaths, imagePaths } from "./layout.ts";
 import { startMappedIncoming } from "./mapped-ram.ts";
 import { writeMetadataFile } from "./metadata.ts";
@@ -21,7 +22,12 @@ import { type BoxRecord, type GoldenManifest, writeJson } from "./records.ts";
 export type Origin =
   | { kind: "golden"; golden: GoldenManifest }
   | { kind: "image" }
-  | { kind: "existing"; record: BoxRecord };
+  | { kind: "existing"; record: BoxRecord }
+  /**
+   * Its own disks and its saved memory (hibernate.ts); `consume` runs once the stream is
+   * loaded, before the guest runs: from then on the disks move past the saved state.
+   */
+  | { kind: "resume"; record: BoxRecord; saved: SavedMemory; consume: () => Promise<void> };
 
 export interface LaunchDeps {
   ctx: QemuContext;
@@ -49,11 +55,12 @@ export async function launchBox(
   const started = Date.now();
   let record: BoxRecord;
   let disks: Promise<void> = Promise.resolve();
-  if (origin.kind === "existing") {
+  if (origin.kind === "existing" || origin.kind === "resume") {
     record = {
       ...origin.record,
-      // A start boots the box's own disks with anonymous RAM.
-      memoryFile: undefined,
+      // A start boots the box's own disks with anonymous RAM; a resume keeps the RAM block
+      // the hibernated VM had (its migration stream names it).
+      memoryFile: origin.kind === "resume" ? origin.record.memoryFile : undefined,
       ip: spec.net.ip,
       prefix: spec.net.prefix,
       gateway: spec.net.gateway,
@@ -106,7 +113,9 @@ export async function launchBox(
     const ports = new Set([
       ...deps.userPorts,
       ...(origin.kind === "golden" ? (origin.golden.readyPorts ?? []) : []),
-      ...(origin.kind === "existing" ? Object.keys(origin.record.forwards).map(Number) : []),
+      ...(origin.kind === "existing" || origin.kind === "resume"
+        ? Object.keys(origin.record.forwards).map(Number)
+        : []),
     ]);
     const forwards = await Promise.all(
       [...ports].map(async (guestPort) => ({ guestPort, hostPort: await freePort() })),
@@ -134,7 +143,10 @@ export async function launchBox(
     writeMetadataFile(paths.meta, spec.metadata),
     fileSize(paths.serial),
   ]);
-  const restore = origin.kind === "golden" ? origin.golden : null;
+  const restore = origin.kind === "golden" ? origin.golden : origin.kind === "resume" ? origin.saved : null;
+  // A mapped golden's clone loads device state only (mapped-ram.ts); a resume of a clone maps
+  // the same file private again, and its stream carries all of the RAM.
+  const mapped = origin.kind === "golden" && origin.golden.memoryFile ? origin.golden : null;
   const args = qemuArgs({
     accel: record.accel,
     tscKhz: record.tscKhz,
@@ -151,11 +163,11 @@ export async function launchBox(
     qmpSocket: paths.qmp,
     pidFile: paths.pid,
     ...(restore ? { incomingFile: restore.vmstate } : {}),
-    ...(restore?.memoryFile
-      ? { memoryFile: { path: restore.memoryFile, share: false }, incomingDefer: true }
-      : {}),
+    ...(record.memoryFile ? { memoryFile: { path: record.memoryFile, share: false } } : {}),
+    ...(mapped ? { incomingDefer: true } : {}),
   });
-  const { pid, qmp } = await report.step(restore ? "restore_vm" : "boot_vm", async () => {
+  const stepName = origin.kind === "resume" ? "resume_vm" : restore ? "restore_vm" : "boot_vm";
+  const { pid, qmp } = await report.step(stepName, async () => {
     const launched = await launchQemu({
       qemuBinary: deps.ctx.qemuBinary,
       netns: deps.ctx.netns,
@@ -165,8 +177,10 @@ export async function launchBox(
       qmpSocket: paths.qmp,
     });
     try {
-      if (restore?.memoryFile) await startMappedIncoming(launched.qmp, restore.vmstate);
-      if (restore) await resumeAfterIncoming(launched.qmp);
+      if (mapped) await startMappedIncoming(launched.qmp, mapped.vmstate);
+      if (restore) {
+        await resumeAfterIncoming(launched.qmp, origin.kind === "resume" ? origin.consume : undefined);
+      }
     } catch (err) {
       launched.qmp.close();
       throw err;
@@ -182,7 +196,12 @@ export async function launchBox(
   record.created = true;
   await writeJson(paths.record, record);
   deps.ctx.log.info(
-    { slug: spec.slug, ms: Date.now() - started, mode: restore ? "restore" : "boot", accel: record.accel },
+    {
+      slug: spec.slug,
+      ms: Date.now() - started,
+      mode: origin.kind === "resume" ? "resume" : restore ? "restore" : "boot",
+      accel: record.accel,
+    },
     "box ready",
   );
   return upstreamOf(record);
@@ -213,7 +232,7 @@ async function imageVersion(ctx: QemuContext, template: string): Promise<string>
 }
 
 /** After `-incoming` with `-S`: wait for the stream to load, then resume the guest. */
-async function resumeAfterIncoming(qmp: QmpClient): Promise<void> {
+async function resumeAfterIncoming(qmp: QmpClient, beforeCont?: () => Promise<void>): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
     const s = await qmp.execute<{ status: string }>("query-status");
@@ -226,6 +245,7 @@ async function resumeAfterIncoming(qmp: QmpClient): Promise<void> {
     if (Date.now() > deadline) throw new QemuError("timeout", "restore did not finish loading");
     await new Promise((r) => setTimeout(r, 10));
   }
+  await beforeCont?.();
   await qmp.execute("cont");
 }
 
