@@ -87,6 +87,12 @@ export async function saveMemory(
   const sink = await listenOnce(h.socket, h.partial);
   try {
     await qmp.execute("stop");
+    // A clone restored from a mapped golden still has x-ignore-shared on (mapped-ram.ts). Its
+    // RAM is private, so the stream carries all of it either way, but the capability also
+    // changes the stream's format, which a plain `-incoming` on resume could not read.
+    await qmp.execute("migrate-set-capabilities", {
+      capabilities: [{ capability: "x-ignore-shared", state: false }],
+    });
     await qmp.execute("migrate-set-parameters", { "max-bandwidth": opts.bandwidth ?? 8 * 1024 ** 3 });
     await qmp.execute("migrate", { uri: `unix:${h.socket}` });
     await waitMigration(qmp, timeoutMs);
