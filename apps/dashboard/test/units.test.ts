@@ -19,6 +19,7 @@ const box = (slug: string, status: Box["status"] = "running"): Box => ({
   ip: null,
   urls: null,
   env: {},
+  repo: null,
   allowedActions: [],
   createdAt: "2026-01-01T00:00:00.000Z",
   updatedAt: "2026-01-01T00:00:00.000Z",

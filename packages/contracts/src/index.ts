@@ -2,6 +2,7 @@ export * from "./agent-protocol.ts";
 export * from "./api.ts";
 export * from "./box.ts";
 export * from "./errors.ts";
+export * from "./github.ts";
 export * from "./hosts.ts";
 export * from "./job.ts";
 export * from "./log-redact.ts";

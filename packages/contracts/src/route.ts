@@ -25,6 +25,7 @@ export const ROUTE_TAGS = {
   realtime: "Live changes as server-sent events",
   access: "Private box URLs",
   servers: "Hosts (administrators only)",
+  github: "GitHub: sign-in, installations, repositories, webhooks",
   agent: "The agent protocol (host agents only)",
 } as const;
 export type RouteTag = keyof typeof ROUTE_TAGS;

@@ -25,6 +25,7 @@ export function toBox(
       ? boxUrls(row.slug, server.domain, server.publicScheme, server.publicPort ?? undefined)
       : null,
     env: row.env,
+    repo: row.repo,
     allowedActions: [...allowedActions(status)],
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
