@@ -11,6 +11,7 @@ import { CreateBoxPage } from "./pages/CreateBoxPage.tsx";
 import { LoginPage } from "./pages/LoginPage.tsx";
 import { NotFoundPage } from "./pages/NotFoundPage.tsx";
 import { ServersPage } from "./pages/ServersPage.tsx";
+import { SettingsPage } from "./pages/SettingsPage.tsx";
 import { TokensPage } from "./pages/TokensPage.tsx";
 
 const TITLES: Record<string, string> = {
@@ -18,6 +19,7 @@ const TITLES: Record<string, string> = {
   "/new": "Create a box",
   "/tokens": "API tokens",
   "/servers": "Servers",
+  "/settings": "Settings",
   "/login": "Log in",
   "/signup": "Sign up",
 };
@@ -26,6 +28,7 @@ function page(path: string, admin: boolean) {
   if (path === "/") return <BoxesPage />;
   if (path === "/new") return <CreateBoxPage />;
   if (path === "/tokens") return <TokensPage />;
+  if (path === "/settings") return <SettingsPage />;
   if (path === "/servers" && admin) return <ServersPage />;
   const box = /^\/boxes\/([^/]+)$/.exec(path);
   if (box) return <BoxPage key={box[1]} slug={decodeURIComponent(box[1]!)} />;

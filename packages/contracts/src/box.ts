@@ -138,7 +138,7 @@ export const CreateBoxRequest = z.strictObject({
   template: z.string().min(1).max(64),
   size: BoxSize.optional(),
   env: BoxEnv.optional(),
-  /** A GitHub repository (`owner/name`) you connected, cloned into the workspace on first start. */
+  /** A GitHub repository (`owner/name`) you connected: the box's Git credentials are scoped to it. */
   repo: RepoFullName.optional(),
 });
 export type CreateBoxRequest = z.infer<typeof CreateBoxRequest>;

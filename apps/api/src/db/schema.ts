@@ -171,7 +171,7 @@ export const boxes = pgTable(
     ip: text("ip"),
     sitePublic: boolean("site_public").notNull().default(true),
     env: jsonb("env").$type<Record<string, string>>().notNull().default({}),
-    /** GitHub repository (`owner/name`) cloned into the workspace on first start, if any. */
+    /** GitHub repository (`owner/name`) the box's Git credentials are scoped to, if any. */
     repo: text("repo"),
     createdAt: createdAt(),
     updatedAt: ts("updated_at").notNull().defaultNow(),

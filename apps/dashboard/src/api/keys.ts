@@ -7,4 +7,5 @@ export const keys = {
   templates: ["templates"] as const,
   tokens: ["tokens"] as const,
   servers: ["servers"] as const,
+  github: ["github"] as const,
 };

@@ -59,3 +59,8 @@ export function useServers() {
     refetchInterval: 15_000,
   });
 }
+
+/** The signed-in user's GitHub connection (linked account, installations, repositories). */
+export function useGitHub() {
+  return useQuery({ queryKey: keys.github, queryFn: () => call("getGitHub", {}) });
+}

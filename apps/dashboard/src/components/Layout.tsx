@@ -34,6 +34,7 @@ export function Layout({ me, live, children }: { me: Me; live: LiveState; childr
   const nav = [
     { to: "/", label: "Boxes", current: path === "/" || path.startsWith("/boxes") || path === "/new" },
     { to: "/tokens", label: "API tokens", current: path === "/tokens" },
+    { to: "/settings", label: "Settings", current: path === "/settings" },
     ...(me.role === "admin" ? [{ to: "/servers", label: "Servers", current: path === "/servers" }] : []),
   ];
   return (
