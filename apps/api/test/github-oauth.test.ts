@@ -190,3 +190,33 @@ describe("Sign in with GitHub (OAuth web flow)", () => {
     expect(res.status).toBe(409);
   });
 });
+
+describe("GitHub when no app is configured", () => {
+  let env: TestControlPlane;
+  beforeAll(async () => {
+    env = await startControlPlane();
+  });
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  it("explains on the login page, reports configured: false, and refuses webhooks with 503", async () => {
+    const start = await browserGet(env.url, "/api/v1/auth/github");
+    expect(start.location).toBe("/dashboard/login?github_error=not_configured");
+    const user = await signedInClient(env.url, "no-gh");
+    expect((await user.get("/api/v1/github")).body).toEqual({
+      configured: false,
+      appSlug: null,
+      account: null,
+      installations: [],
+      repositories: [],
+    });
+    expect((await user.post("/api/v1/github/connect", {})).status).toBe(503);
+    const hook = await fetch(`${env.url}/api/v1/github/webhooks`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-github-event": "ping", "x-github-delivery": "1" },
+      body: "{}",
+    });
+    expect(hook.status).toBe(503);
+  });
+});

@@ -350,7 +350,6 @@ export const routes = {
     summary: "Start signing in with GitHub (or, signed in, linking it): redirects to GitHub",
     tag: "github",
     auth: "none",
-    errors: [503],
     query: GitHubSignInQuery,
     responses: { 302: NoContent },
   }),

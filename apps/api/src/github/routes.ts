@@ -145,7 +145,9 @@ export function githubRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.route({
       ...endpoint("githubSignIn"),
       handler: async (req, reply) => {
-        const gh = github(ctx);
+        // The login page always offers the button; without an app it explains instead.
+        if (!ctx.github) return reply.redirect("/dashboard/login?github_error=not_configured");
+        const gh = ctx.github;
         let userId: string | undefined;
         if (req.query.intent === "link") {
           // Linking is for the browser's own session; an API token cannot start it.
