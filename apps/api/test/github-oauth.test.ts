@@ -200,7 +200,7 @@ describe("GitHub when no app is configured", () => {
     await env?.close();
   });
 
-  it("explains on the login page, reports configured: false, and refuses webhooks with 503", async () => {
+  it("explains on the login page, reports configured: false, and answers 404 to connect and webhooks", async () => {
     const start = await browserGet(env.url, "/api/v1/auth/github");
     expect(start.location).toBe("/dashboard/login?github_error=not_configured");
     const user = await signedInClient(env.url, "no-gh");
@@ -211,12 +211,12 @@ describe("GitHub when no app is configured", () => {
       installations: [],
       repositories: [],
     });
-    expect((await user.post("/api/v1/github/connect", {})).status).toBe(503);
+    expect((await user.post("/api/v1/github/connect", {})).status).toBe(404);
     const hook = await fetch(`${env.url}/api/v1/github/webhooks`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-github-event": "ping", "x-github-delivery": "1" },
       body: "{}",
     });
-    expect(hook.status).toBe(503);
+    expect(hook.status).toBe(404);
   });
 });

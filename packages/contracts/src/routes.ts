@@ -319,8 +319,8 @@ export const routes = {
     summary: "A link to install the GitHub App on your account or an organisation (signed, expires)",
     tag: "github",
     auth: "user",
-    // 409: GitHub is not linked yet; 503: no GitHub App configured.
-    errors: [409, 503],
+    // 404: no GitHub App configured; 409: GitHub is not linked yet; 503: GitHub unreachable.
+    errors: [404, 409, 503],
     body: GitHubConnectRequest,
     responses: { 200: GitHubConnect },
   }),
@@ -340,7 +340,7 @@ export const routes = {
       "The GitHub App's setup URL: records the installation you just made (checked with your GitHub token)",
     tag: "github",
     auth: "user-or-redirect",
-    errors: [403, 409, 503],
+    errors: [403, 404, 409, 503],
     query: GitHubSetupQuery,
     responses: { 302: NoContent },
   }),
@@ -368,7 +368,8 @@ export const routes = {
     summary: "GitHub App webhooks (signed with X-Hub-Signature-256; de-duplicated by X-GitHub-Delivery)",
     tag: "github",
     auth: "none",
-    errors: [401, 503],
+    // 401: bad signature; 404: no GitHub App configured.
+    errors: [401, 404],
     responses: { 200: GitHubWebhookAck },
   }),
 

@@ -18,7 +18,8 @@ import { handleWebhook } from "./webhooks.ts";
 const OAUTH_COOKIE_PATH = "/api/v1/auth/github";
 
 function github(ctx: Ctx): GitHub {
-  if (!ctx.github) throw new AppError("unavailable", "GitHub is not configured on this doppiobox");
+  // Not an outage: this install has no GitHub App, so there is nothing there (404).
+  if (!ctx.github) throw new AppError("not_found", "GitHub is not configured on this doppiobox");
   return ctx.github;
 }
 
