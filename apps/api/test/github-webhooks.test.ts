@@ -76,6 +76,26 @@ describe("GitHub webhooks and installations", () => {
     expect((await send(good)).body.outcome).toBe("handled");
   });
 
+  it("takes an installation event larger than the API's usual body limit (many repositories)", async () => {
+    const owner = gh.addUser("big-account", []);
+    const inst = gh.install(owner, []);
+    const repositories = Array.from({ length: 1500 }, (_, i) => ({
+      id: 9_000_000 + i,
+      node_id: `R_${i}`,
+      name: `repository-number-${i}`,
+      full_name: `big-account/repository-number-${i}`,
+      private: true,
+    }));
+    const delivery = gh.delivery("installation", {
+      action: "created",
+      installation: gh.installationJson(inst),
+      repositories,
+      sender: { login: owner.login, id: owner.id, type: "User", site_admin: false },
+    });
+    expect(delivery.body.length).toBeGreaterThan(64 * 1024);
+    expect((await send(delivery)).body.outcome).toBe("handled");
+  });
+
   it("applies a delivery once: a replay with the same X-GitHub-Delivery is a no-op", async () => {
     const user = await signedInClient(env.url, "replay");
     const ghUser = gh.addUser("replay-gh", [

@@ -16,6 +16,7 @@ import type { GitHub } from "./service.ts";
 import { handleWebhook } from "./webhooks.ts";
 
 const OAUTH_COOKIE_PATH = "/api/v1/auth/github";
+export const WEBHOOK_BODY_LIMIT = 1024 * 1024;
 
 function github(ctx: Ctx): GitHub {
   // Not an outage: this install has no GitHub App, so there is nothing there (404).
@@ -220,6 +221,9 @@ export function githubWebhookRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     );
     app.route({
       ...endpoint("githubWebhook"),
+      // An installation event lists its repositories (~120 bytes each): more than the API's
+      // default body limit for large accounts, far less than this.
+      bodyLimit: WEBHOOK_BODY_LIMIT,
       handler: async (req) => {
         const header = (name: string) => {
           const v = req.headers[name];
