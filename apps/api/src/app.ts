@@ -21,6 +21,8 @@ import type { ApiConfig } from "./config.ts";
 import { type Clock, type Ctx, systemClock } from "./context.ts";
 import type { Database } from "./db/client.ts";
 import { RateWindow } from "./domain/rate-window.ts";
+import { githubRoutes, githubWebhookRoutes } from "./github/routes.ts";
+import { startGitHub } from "./github/service.ts";
 import { requireMetricsToken } from "./http/auth.ts";
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./http/errors.ts";
 import { refuseUnstorableText } from "./http/text.ts";
@@ -106,6 +108,11 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     stripe: stripeClient(config),
   };
 
+  if (config.github) {
+    ctx.github = await startGitHub(ctx, config.github);
+    if (!deps.gitCredentials) ctx.gitCredentials = ctx.github.credentials;
+  }
+
   installErrorHandling(app);
   refuseUnstorableText(app);
   await app.register(cookie);
@@ -160,6 +167,8 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   await app.register(agentLogRoutes(ctx));
   await app.register(billingRoutes(ctx));
   await app.register(idleRoutes(ctx));
+  await app.register(githubRoutes(ctx));
+  await app.register(githubWebhookRoutes(ctx));
 
   if (config.dashboardDir && existsSync(config.dashboardDir)) {
     await app.register(fastifyStatic, { root: config.dashboardDir, prefix: "/dashboard/", wildcard: false });

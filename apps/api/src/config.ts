@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { Email } from "@doppio/contracts";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { GitHubConfig, githubFromEnv } from "./github/config.ts";
 
 /** The control plane's whole configuration, parsed once at start. */
 export const ApiConfig = z.strictObject({
@@ -85,6 +86,8 @@ export const ApiConfig = z.strictObject({
     .optional(),
   topUpMin: z.coerce.number().int().positive().default(500),
   topUpMax: z.coerce.number().int().positive().default(100_000),
+  /** The GitHub App (sign-in, installations, tokens for boxes); GitHub is off when unset. */
+  github: GitHubConfig.optional(),
 });
 export type ApiConfig = z.infer<typeof ApiConfig>;
 
@@ -107,11 +110,13 @@ const ENV_KEYS: Record<string, keyof ApiConfig> = {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
   const file = env.DOPPIO_API_CONFIG;
   const fromFile = file ? (parseYaml(readFileSync(file, "utf8")) ?? {}) : {};
-  const fromEnv: Record<string, string> = {};
+  const fromEnv: Record<string, unknown> = {};
   for (const [key, field] of Object.entries(ENV_KEYS)) {
     const value = env[key];
     if (value !== undefined && value !== "") fromEnv[field] = value;
   }
+  const github = githubFromEnv(env);
+  if (github) fromEnv.github = { ...fromFile.github, ...github };
   const parsed = ApiConfig.safeParse({ ...fromFile, ...fromEnv });
   if (!parsed.success) {
     throw new Error(`invalid control-plane configuration: ${z.prettifyError(parsed.error)}`);

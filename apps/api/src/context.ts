@@ -4,6 +4,7 @@ import type { WalletNotifier } from "./billing/funds.ts";
 import type { ApiConfig } from "./config.ts";
 import type { Db } from "./db/client.ts";
 import type { RateWindow } from "./domain/rate-window.ts";
+import type { GitHub } from "./github/service.ts";
 import type { Metrics } from "./metrics.ts";
 import type { Bus } from "./realtime/bus.ts";
 import type { StreamSlots } from "./realtime/stream-slots.ts";
@@ -26,6 +27,8 @@ export interface Ctx {
   access: AccessKeys;
   /** Short-lived Git credentials for boxes (read per request, so a test may swap it). */
   gitCredentials: GitCredentialSource;
+  /** The GitHub App integration, when one is configured. */
+  github?: GitHub;
   /** Event and log streams each user holds open. */
   streamSlots: StreamSlots;
   /** Box creations per user in the last minute. */

@@ -69,6 +69,9 @@ export class ApiClient {
   box = (slug: string) => this.run((c) => c.box(slug));
   jobs = (slug: string) => this.run((c) => c.jobs(slug));
   createBox = (req: CreateBoxRequest) => this.run((c) => c.createBox(req));
+  github = () => this.run((c) => c.github());
+  githubRepos = () => this.run((c) => c.githubRepos());
+  connectGitHub = () => this.run((c) => c.connectGitHub());
   action = (slug: string, action: "start" | "stop" | "reset" | "hibernate") =>
     forBox(
       slug,

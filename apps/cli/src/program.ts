@@ -7,6 +7,7 @@ import { registerInfoCommands } from "./commands/box-info.ts";
 import { registerBoxCommands } from "./commands/boxes.ts";
 import { registerCompletionCommand } from "./commands/completion.ts";
 import { registerContextCommands } from "./commands/context.ts";
+import { registerGitHubCommands } from "./commands/github.ts";
 import { registerIdleCommands } from "./commands/idle.ts";
 import { registerLogsCommand } from "./commands/logs.ts";
 import type { Io } from "./io.ts";
@@ -57,6 +58,7 @@ Exit codes: 0 success, 1 operation failed (job failed, not found, denied),
   registerInfoCommands(program, app);
   registerLogsCommand(program, app);
   registerBillingCommands(program, app);
+  registerGitHubCommands(program, app);
   registerCompletionCommand(program, app);
   return program;
 }

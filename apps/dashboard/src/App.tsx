@@ -12,6 +12,7 @@ import { CreateBoxPage } from "./pages/CreateBoxPage.tsx";
 import { LoginPage } from "./pages/LoginPage.tsx";
 import { NotFoundPage } from "./pages/NotFoundPage.tsx";
 import { ServersPage } from "./pages/ServersPage.tsx";
+import { SettingsPage } from "./pages/SettingsPage.tsx";
 import { TokensPage } from "./pages/TokensPage.tsx";
 
 const TITLES: Record<string, string> = {
@@ -20,6 +21,7 @@ const TITLES: Record<string, string> = {
   "/tokens": "API tokens",
   "/servers": "Servers",
   "/billing": "Billing",
+  "/settings": "Settings",
   "/login": "Log in",
   "/signup": "Sign up",
 };
@@ -29,6 +31,7 @@ function page(path: string, admin: boolean) {
   if (path === "/new") return <CreateBoxPage />;
   if (path === "/tokens") return <TokensPage />;
   if (path === "/billing") return <BillingPage />;
+  if (path === "/settings") return <SettingsPage />;
   if (path === "/servers" && admin) return <ServersPage />;
   const box = /^\/boxes\/([^/]+)$/.exec(path);
   if (box) return <BoxPage key={box[1]} slug={decodeURIComponent(box[1]!)} />;

@@ -20,6 +20,7 @@ const box = (slug: string, status: Box["status"] = "running"): Box => ({
   ip: null,
   urls: null,
   env: {},
+  repo: null,
   allowedActions: [],
   memoryFileBytes: null,
   idleTimeoutMinutes: null,

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { RepoFullName } from "./github.ts";
 import { BOX_ACTIONS, type BoxAction, JobErrorCode } from "./job.ts";
 import { Slug } from "./slug.ts";
 
@@ -145,6 +146,8 @@ export const CreateBoxRequest = z.strictObject({
   template: z.string().min(1).max(64),
   size: BoxSize.optional(),
   env: BoxEnv.optional(),
+  /** A GitHub repository (`owner/name`) you connected: the box's Git credentials are scoped to it. */
+  repo: RepoFullName.optional(),
 });
 export type CreateBoxRequest = z.infer<typeof CreateBoxRequest>;
 
@@ -163,6 +166,8 @@ export const Box = z.object({
   ip: z.string().nullable(),
   urls: z.object({ site: z.string(), code: z.string(), devPort: z.string() }).nullable(),
   env: z.record(z.string(), z.string()),
+  /** The GitHub repository the box was created from, if any. */
+  repo: z.string().nullable().default(null),
   allowedActions: z.array(z.enum(BOX_ACTIONS)),
   /**
    * Bytes of host disk the box's saved memory takes while it is hibernated (counted as

@@ -4,6 +4,7 @@ export * from "./billing.ts";
 export * from "./billing-routes.ts";
 export * from "./box.ts";
 export * from "./errors.ts";
+export * from "./github.ts";
 export * from "./hosts.ts";
 export * from "./idle.ts";
 export * from "./job.ts";

@@ -26,6 +26,7 @@ export const ROUTE_TAGS = {
   access: "Private box URLs",
   billing: "Wallet, prices, top-ups and invoices",
   servers: "Hosts (administrators only)",
+  github: "GitHub: sign-in, installations, repositories, webhooks",
   agent: "The agent protocol (host agents only)",
 } as const;
 export type RouteTag = keyof typeof ROUTE_TAGS;

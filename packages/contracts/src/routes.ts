@@ -30,6 +30,16 @@ import {
 import { WalletEvent } from "./billing.ts";
 import { billingRoutes } from "./billing-routes.ts";
 import { Box, CreateBoxRequest, UpdateBoxRequest } from "./box.ts";
+import {
+  GitHubCallbackQuery,
+  GitHubConnect,
+  GitHubConnectRequest,
+  GitHubRepoList,
+  GitHubSetupQuery,
+  GitHubSignInQuery,
+  GitHubStatus,
+  GitHubWebhookAck,
+} from "./github.ts";
 import { IdleDefault, SetBoxIdleRequest, SetIdleDefaultRequest, WakeRequest, WakeResponse } from "./idle.ts";
 import { Job } from "./job.ts";
 import { LogBatch, LogBatchAck, LogLine, LogsPage, LogsQuery } from "./logs.ts";
@@ -333,6 +343,81 @@ export const routes = {
   }),
 
   ...billingRoutes,
+  getGitHub: route({
+    method: "GET",
+    path: "/api/v1/github",
+    summary: "Your GitHub connection: linked account, installations, repositories",
+    tag: "github",
+    auth: "user",
+    responses: { 200: GitHubStatus },
+  }),
+  listGitHubRepos: route({
+    method: "GET",
+    path: "/api/v1/github/repos",
+    summary: "Repositories your connected installations can reach (what a box can be created from)",
+    tag: "github",
+    auth: "user",
+    responses: { 200: GitHubRepoList },
+  }),
+  connectGitHub: route({
+    method: "POST",
+    path: "/api/v1/github/connect",
+    summary: "A link to install the GitHub App on your account or an organisation (signed, expires)",
+    tag: "github",
+    auth: "user",
+    // 404: no GitHub App configured; 409: GitHub is not linked yet; 503: GitHub unreachable.
+    errors: [404, 409, 503],
+    body: GitHubConnectRequest,
+    responses: { 200: GitHubConnect },
+  }),
+  unlinkGitHub: route({
+    method: "DELETE",
+    path: "/api/v1/github/account",
+    summary: "Unlink your GitHub account (your doppio account stays); boxes get no new tokens",
+    tag: "github",
+    auth: "user",
+    errors: [409],
+    responses: { 204: NoContent },
+  }),
+  githubSetup: route({
+    method: "GET",
+    path: "/api/v1/github/setup",
+    summary:
+      "The GitHub App's setup URL: records the installation you just made (checked with your GitHub token)",
+    tag: "github",
+    auth: "user-or-redirect",
+    errors: [403, 404, 409, 503],
+    query: GitHubSetupQuery,
+    responses: { 302: NoContent },
+  }),
+  githubSignIn: route({
+    method: "GET",
+    path: "/api/v1/auth/github",
+    summary: "Start signing in with GitHub (or, signed in, linking it): redirects to GitHub",
+    tag: "github",
+    auth: "none",
+    query: GitHubSignInQuery,
+    responses: { 302: NoContent },
+  }),
+  githubCallback: route({
+    method: "GET",
+    path: "/api/v1/auth/github/callback",
+    summary: "GitHub's OAuth callback: signs in or links, then redirects to the dashboard",
+    tag: "github",
+    auth: "none",
+    query: GitHubCallbackQuery,
+    responses: { 302: NoContent },
+  }),
+  githubWebhook: route({
+    method: "POST",
+    path: "/api/v1/github/webhooks",
+    summary: "GitHub App webhooks (signed with X-Hub-Signature-256; de-duplicated by X-GitHub-Delivery)",
+    tag: "github",
+    auth: "none",
+    // 401: bad signature; 404: no GitHub App configured.
+    errors: [401, 404],
+    responses: { 200: GitHubWebhookAck },
+  }),
 
   // The agent protocol: outbound-only from the host, bearer = the server's agent token.
   claimJobs: route({

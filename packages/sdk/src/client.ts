@@ -213,4 +213,10 @@ export class DoppioClient {
     await this.request("revokeToken", { params: { id } }, opts);
   };
   servers = async (opts?: CallOptions) => (await this.request("listServers", {}, opts)).servers;
+  github = (opts?: CallOptions) => this.request("getGitHub", {}, opts);
+  githubRepos = async (opts?: CallOptions) => (await this.request("listGitHubRepos", {}, opts)).repositories;
+  connectGitHub = (opts?: CallOptions) => this.request("connectGitHub", { body: {} }, opts);
+  unlinkGitHub = async (opts?: CallOptions) => {
+    await this.request("unlinkGitHub", {}, opts);
+  };
 }

@@ -182,6 +182,8 @@ export const boxes = pgTable(
     lastActiveAt: ts("last_active_at"),
     sitePublic: boolean("site_public").notNull().default(true),
     env: jsonb("env").$type<Record<string, string>>().notNull().default({}),
+    /** GitHub repository (`owner/name`) the box's Git credentials are scoped to, if any. */
+    repo: text("repo"),
     createdAt: createdAt(),
     updatedAt: ts("updated_at").notNull().defaultNow(),
     deletedAt: ts("deleted_at"),
@@ -456,3 +458,105 @@ export const invoices = pgTable(
   },
   (t) => [uniqueIndex("invoices_user_month_idx").on(t.userId, t.month)],
 );
+/**
+ * The GitHub App this control plane acts as (one row, `id = 'app'`), written at start from
+ * the configuration. Its secrets are sealed (auth/sealed.ts) under the configured key.
+ */
+export const githubApp = pgTable("github_app", {
+  id: text("id").primaryKey(),
+  appId: bigint("app_id", { mode: "number" }).notNull(),
+  appSlug: text("app_slug").notNull(),
+  clientId: text("client_id").notNull(),
+  webUrl: text("web_url").notNull(),
+  apiUrl: text("api_url").notNull(),
+  privateKeySealed: text("private_key_sealed").notNull(),
+  clientSecretSealed: text("client_secret_sealed").notNull(),
+  webhookSecretSealed: text("webhook_secret_sealed").notNull(),
+  updatedAt: ts("updated_at").notNull(),
+});
+
+/** A doppio user's linked GitHub account and its user access token (sealed). */
+export const githubAccounts = pgTable("github_accounts", {
+  userId: text("user_id")
+    .primaryKey()
+    .references(() => users.id, { onDelete: "cascade" }),
+  githubId: bigint("github_id", { mode: "number" }).notNull().unique(),
+  login: text("login").notNull(),
+  tokenSealed: text("token_sealed").notNull(),
+  tokenExpiresAt: ts("token_expires_at"),
+  /** The doppio account was made by signing in with GitHub: it has no password its user knows. */
+  createdByGithub: boolean("created_by_github").notNull().default(false),
+  linkedAt: createdAt(),
+});
+
+/** Installations of the app (on a user or an organisation), as GitHub reported them. */
+export const githubInstallations = pgTable("github_installations", {
+  id: bigint("id", { mode: "number" }).primaryKey(),
+  accountLogin: text("account_login").notNull(),
+  accountId: bigint("account_id", { mode: "number" }).notNull(),
+  accountType: text("account_type").notNull(),
+  repositorySelection: text("repository_selection", { enum: ["all", "selected"] }).notNull(),
+  suspendedAt: ts("suspended_at"),
+  /** Uninstalled: no token is minted for it again. */
+  removedAt: ts("removed_at"),
+  updatedAt: ts("updated_at").notNull(),
+});
+
+/** Which doppio users connected which installation (proved by their own GitHub token). */
+export const githubInstallationUsers = pgTable(
+  "github_installation_users",
+  {
+    installationId: bigint("installation_id", { mode: "number" })
+      .notNull()
+      .references(() => githubInstallations.id, { onDelete: "cascade" }),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    connectedAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.installationId, t.userId] }),
+    index("github_inst_users_user_idx").on(t.userId),
+  ],
+);
+
+/** The repositories each installation may reach. */
+export const githubRepos = pgTable(
+  "github_repos",
+  {
+    installationId: bigint("installation_id", { mode: "number" })
+      .notNull()
+      .references(() => githubInstallations.id, { onDelete: "cascade" }),
+    repoId: bigint("repo_id", { mode: "number" }).notNull(),
+    /** `owner/name`, lower-cased for lookups; `fullName` keeps GitHub's spelling. */
+    fullNameLower: text("full_name_lower").notNull(),
+    fullName: text("full_name").notNull(),
+    private: boolean("private").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.installationId, t.repoId] }),
+    index("github_repos_name_idx").on(t.fullNameLower),
+  ],
+);
+
+/**
+ * One OAuth round trip in flight: the `state` (stored as sha256) is bound to the browser
+ * that started it (sha256 of a cookie only that browser holds), used once, and short-lived.
+ */
+export const githubOauthStates = pgTable("github_oauth_states", {
+  stateHash: text("state_hash").primaryKey(),
+  browserHash: text("browser_hash").notNull(),
+  intent: text("intent", { enum: ["login", "link"] }).notNull(),
+  /** The signed-in user who asked to link (intent `link`). */
+  userId: text("user_id").references(() => users.id, { onDelete: "cascade" }),
+  verifierSealed: text("verifier_sealed").notNull(),
+  expiresAt: ts("expires_at").notNull(),
+  usedAt: ts("used_at"),
+});
+
+/** Webhook deliveries already handled (X-GitHub-Delivery), so a redelivery is a no-op. */
+export const githubDeliveries = pgTable("github_deliveries", {
+  id: text("id").primaryKey(),
+  event: text("event").notNull(),
+  receivedAt: createdAt(),
+});

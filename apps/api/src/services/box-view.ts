@@ -32,6 +32,7 @@ export function toBox(
       ? boxUrls(row.slug, server.domain, server.publicScheme, server.publicPort ?? undefined)
       : null,
     env: row.env,
+    repo: row.repo,
     allowedActions: [...allowedActions(status)],
     memoryFileBytes: row.memoryFileBytes,
     idleTimeoutMinutes: idleTimeout,

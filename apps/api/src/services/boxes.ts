@@ -18,11 +18,25 @@ import type { Db } from "../db/client.ts";
 import { agentJobs, boxes, servers, serverTemplates, templates, users } from "../db/schema.ts";
 import { type Candidate, placeBox } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
+import { usableRepos } from "../github/installations.ts";
 import { audit } from "./audit.ts";
 import { type BoxRow, loadBoxView, publishBox, toBox } from "./box-view.ts";
 import { usedByServer } from "./capacity.ts";
 import { insertJob, type JobRow } from "./jobs.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
+
+/** `owner/name` as GitHub spells it, when the user connected that repository; else a refusal. */
+async function connectedRepo(ctx: Ctx, userId: string, fullName: string): Promise<string> {
+  const [repo] = await usableRepos(ctx.db, userId, fullName);
+  if (!repo) {
+    throw new AppError(
+      "validation_failed",
+      `repository "${fullName}" is not one you connected on GitHub (see doppio github repos)`,
+      { field: "repo" },
+    );
+  }
+  return repo.fullName;
+}
 
 type TemplateRow = typeof templates.$inferSelect;
 
@@ -119,6 +133,7 @@ export async function createBox(
     throw new AppError("validation_failed", `unknown template "${req.template}"`, { field: "template" });
   const size = req.size ?? template.defaultSize;
   const need = BOX_SIZES[size];
+  const repo = req.repo === undefined ? null : await connectedRepo(ctx, p.userId, req.repo);
   for (let attempt = 0; ; attempt++) {
     const slug = req.name ?? generateSlug();
     try {
@@ -153,6 +168,7 @@ export async function createBox(
             desiredState: "running",
             status: IN_FLIGHT_STATUS.create,
             env: req.env ?? {},
+            repo,
             createdAt: now,
             updatedAt: now,
           })

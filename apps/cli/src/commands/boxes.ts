@@ -1,4 +1,4 @@
-import { type Box, failureText, type Job } from "@doppio/contracts";
+import { type Box, failureText, type Job, repoNameProblem } from "@doppio/contracts";
 import { type Command, Option } from "commander";
 import type { ApiClient, BoxWithJob } from "../api.ts";
 import type { App } from "../app.ts";
@@ -86,6 +86,10 @@ export function registerBoxCommands(program: Command, app: App): void {
     .option("-t, --template <template>", "template to create from (see: doppio templates)")
     .option("-s, --size <size>", "small, medium or large (default: the template's)")
     .option("-e, --env <NAME=value>", "environment variable for the box (repeatable)", collect)
+    .option(
+      "--repo <owner/name>",
+      "a GitHub repository you connected: the box's git credentials are for it (see: doppio github repos)",
+    )
     .option("--no-wait", "return as soon as the job is queued")
     .option("--json", "print JSON ({box, job})")
     .addHelpText(
@@ -96,13 +100,23 @@ Without a name the server picks a readable one (e.g. brisk-falcon-3f9a).
 Examples:
   doppio create --template minimal
   doppio create my-app --template frappe --size large --env GIT_BRANCH=develop
+  doppio create --template code --repo octo/my-app
   doppio create --template code --no-wait --json | jq -r .box.slug`,
     )
     .action(
       async (
         name: string | undefined,
-        opts: { template?: string; size?: string; env?: string[]; wait: boolean; json?: boolean },
+        opts: {
+          template?: string;
+          size?: string;
+          env?: string[];
+          repo?: string;
+          wait: boolean;
+          json?: boolean;
+        },
       ) => {
+        const repoProblem = opts.repo === undefined ? null : repoNameProblem(opts.repo);
+        if (repoProblem) throw usageError(`--repo: ${repoProblem}`, "list yours with: doppio github repos");
         const slug = name === undefined ? undefined : parseSlug(name);
         const size = opts.size === undefined ? undefined : parseSize(opts.size);
         const env = parseEnv(opts.env ?? []);
@@ -114,6 +128,7 @@ Examples:
           template: opts.template,
           size,
           env: Object.keys(env).length > 0 ? env : undefined,
+          repo: opts.repo,
         });
         await finishAction(app, api, created, "create", { wait: opts.wait, json: opts.json });
       },

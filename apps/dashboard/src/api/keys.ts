@@ -10,4 +10,5 @@ export const keys = {
   wallet: ["wallet"] as const,
   ledger: (kind: string) => ["ledger", kind] as const,
   invoices: ["invoices"] as const,
+  github: ["github"] as const,
 };

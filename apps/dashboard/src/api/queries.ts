@@ -79,3 +79,8 @@ export function useInvoices() {
     queryFn: async () => (await call("listInvoices", {})).invoices,
   });
 }
+
+/** The signed-in user's GitHub connection (linked account, installations, repositories). */
+export function useGitHub() {
+  return useQuery({ queryKey: keys.github, queryFn: () => call("getGitHub", {}) });
+}

@@ -36,6 +36,7 @@ export function Layout({ me, live, children }: { me: Me; live: LiveState; childr
     { to: "/", label: "Boxes", current: path === "/" || path.startsWith("/boxes") || path === "/new" },
     { to: "/billing", label: "Billing", current: path === "/billing" },
     { to: "/tokens", label: "API tokens", current: path === "/tokens" },
+    { to: "/settings", label: "Settings", current: path === "/settings" },
     ...(me.role === "admin" ? [{ to: "/servers", label: "Servers", current: path === "/servers" }] : []),
   ];
   return (
