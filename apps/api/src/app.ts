@@ -13,6 +13,9 @@ import Fastify, {
 } from "fastify";
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Logger } from "pino";
+import { recoverInterruptedPlays } from "./ansible/recovery.ts";
+import { PlayRunner } from "./ansible/runner.ts";
+import { ensureSshKey } from "./ansible/ssh-key.ts";
 import type { ApiConfig } from "./config.ts";
 import { type Clock, type Ctx, systemClock } from "./context.ts";
 import type { Database } from "./db/client.ts";
@@ -31,6 +34,7 @@ import { boxRoutes } from "./routes/boxes.ts";
 import { openApiTransform } from "./routes/contract.ts";
 import { eventRoutes } from "./routes/events.ts";
 import { agentLogRoutes, logRoutes } from "./routes/logs.ts";
+import { playRoutes } from "./routes/plays.ts";
 import { serverRoutes } from "./routes/servers.ts";
 import { loadAccessKeys } from "./services/access.ts";
 import { bootstrapAdmin } from "./services/admin.ts";
@@ -145,6 +149,11 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   await app.register(agentRoutes(ctx));
   await app.register(agentGitRoutes(ctx));
   await app.register(agentLogRoutes(ctx));
+  // Ansible plays on hosts: the control plane's SSH key, and plays a previous process left
+  // running end as interrupted before any new one can start.
+  const plays = new PlayRunner(ctx, ensureSshKey(config.dataDir));
+  await recoverInterruptedPlays(ctx);
+  await app.register(playRoutes(ctx, plays));
 
   if (config.dashboardDir && existsSync(config.dashboardDir)) {
     await app.register(fastifyStatic, { root: config.dashboardDir, prefix: "/dashboard/", wildcard: false });
@@ -168,6 +177,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     },
     async close() {
       clearInterval(reaper);
+      await plays.shutdown();
       await app.close();
     },
   };

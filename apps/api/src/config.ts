@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import path from "node:path";
 import { Email } from "@doppio/contracts";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
@@ -60,6 +61,10 @@ export const ApiConfig = z.strictObject({
     .int()
     .positive()
     .default(1024 * 1024),
+  /** The playbooks the control plane runs on hosts (Prepare server, Deploy agent). */
+  ansibleDir: z.string().default(path.resolve(import.meta.dirname, "../../../provision/ansible")),
+  /** A built agent bundle (provision/bundle/) for plays; built from this checkout when unset. */
+  agentBundle: z.string().optional(),
 });
 export type ApiConfig = z.infer<typeof ApiConfig>;
 
@@ -74,6 +79,8 @@ const ENV_KEYS: Record<string, keyof ApiConfig> = {
   DOPPIO_ADMIN_EMAIL: "adminEmail",
   DOPPIO_ADMIN_PASSWORD_FILE: "adminPasswordFile",
   DOPPIO_METRICS_TOKEN: "metricsToken",
+  DOPPIO_ANSIBLE_DIR: "ansibleDir",
+  DOPPIO_AGENT_BUNDLE: "agentBundle",
 };
 
 /** YAML file (path in DOPPIO_API_CONFIG) overlaid with the environment variables above. */

@@ -30,6 +30,7 @@ import {
 import { Box, CreateBoxRequest, UpdateBoxRequest } from "./box.ts";
 import { Job } from "./job.ts";
 import { LogBatch, LogBatchAck, LogLine, LogsPage, LogsQuery } from "./logs.ts";
+import { playRoutes } from "./play-routes.ts";
 import { type HttpMethod, NoContent, route } from "./route.ts";
 
 /**
@@ -286,6 +287,8 @@ export const routes = {
     body: TemplateJobRequest,
     responses: { 202: Job },
   }),
+
+  ...playRoutes,
 
   // The agent protocol: outbound-only from the host, bearer = the server's agent token.
   claimJobs: route({
