@@ -7,4 +7,7 @@ export const keys = {
   templates: ["templates"] as const,
   tokens: ["tokens"] as const,
   servers: ["servers"] as const,
+  plays: (server: string) => ["plays", server] as const,
+  serverSsh: (server: string) => ["server-ssh", server] as const,
+  sshKey: ["ssh-key"] as const,
 };
