@@ -72,6 +72,9 @@ class CallbackModule(CallbackBase):
         self._emit("plan", play=play.get_name(), tasks=tasks)
 
     def _task_start(self, task, handler):
+        # Meta tasks (flush_handlers, …) start but never report a result or count in the stats.
+        if task.action in META:
+            return
         self._emit("task_start", id=task._uuid, name=_name(task), role=_role(task), handler=handler)
 
     def v2_playbook_on_task_start(self, task, is_conditional):
