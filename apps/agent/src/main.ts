@@ -271,6 +271,7 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
     log,
     enqueueGoldenBuild,
     edge: edge?.plugin,
+    lastHeartbeatAt: () => heartbeat.lastOkAt,
   });
   const metadata = await createMetadataListener({
     config,

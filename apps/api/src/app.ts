@@ -13,6 +13,9 @@ import Fastify, {
 } from "fastify";
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Logger } from "pino";
+import { recoverInterruptedPlays } from "./ansible/recovery.ts";
+import { PlayRunner } from "./ansible/runner.ts";
+import { ensureSshKey } from "./ansible/ssh-key.ts";
 import { logNotifier, type WalletNotifier } from "./billing/funds.ts";
 import { startBilling } from "./billing/loop.ts";
 import { seedPrices } from "./billing/prices.ts";
@@ -39,6 +42,7 @@ import { openApiTransform } from "./routes/contract.ts";
 import { eventRoutes } from "./routes/events.ts";
 import { idleRoutes } from "./routes/idle.ts";
 import { agentLogRoutes, logRoutes } from "./routes/logs.ts";
+import { playRoutes } from "./routes/plays.ts";
 import { serverRoutes } from "./routes/servers.ts";
 import { loadAccessKeys } from "./services/access.ts";
 import { bootstrapAdmin } from "./services/admin.ts";
@@ -169,6 +173,11 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   await app.register(idleRoutes(ctx));
   await app.register(githubRoutes(ctx));
   await app.register(githubWebhookRoutes(ctx));
+  // Ansible plays on hosts: the control plane's SSH key, and plays a previous process left
+  // running end as interrupted before any new one can start.
+  const plays = new PlayRunner(ctx, ensureSshKey(config.dataDir));
+  await recoverInterruptedPlays(ctx);
+  await app.register(playRoutes(ctx, plays));
 
   if (config.dashboardDir && existsSync(config.dashboardDir)) {
     await app.register(fastifyStatic, { root: config.dashboardDir, prefix: "/dashboard/", wildcard: false });
@@ -199,6 +208,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     async close() {
       clearInterval(reaper);
       stopBilling();
+      await plays.shutdown();
       await app.close();
     },
   };

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import path from "node:path";
 import { Email } from "@doppio/contracts";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
@@ -88,6 +89,10 @@ export const ApiConfig = z.strictObject({
   topUpMax: z.coerce.number().int().positive().default(100_000),
   /** The GitHub App (sign-in, installations, tokens for boxes); GitHub is off when unset. */
   github: GitHubConfig.optional(),
+  /** The playbooks the control plane runs on hosts (Prepare server, Deploy agent). */
+  ansibleDir: z.string().default(path.resolve(import.meta.dirname, "../../../provision/ansible")),
+  /** A built agent bundle (provision/bundle/) for plays; built from this checkout when unset. */
+  agentBundle: z.string().optional(),
 });
 export type ApiConfig = z.infer<typeof ApiConfig>;
 
@@ -104,6 +109,8 @@ const ENV_KEYS: Record<string, keyof ApiConfig> = {
   DOPPIO_METRICS_TOKEN: "metricsToken",
   DOPPIO_STRIPE_SECRET_KEY: "stripeSecretKey",
   DOPPIO_STRIPE_WEBHOOK_SECRET: "stripeWebhookSecret",
+  DOPPIO_ANSIBLE_DIR: "ansibleDir",
+  DOPPIO_AGENT_BUNDLE: "agentBundle",
 };
 
 /** YAML file (path in DOPPIO_API_CONFIG) overlaid with the environment variables above. */

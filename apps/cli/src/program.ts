@@ -1,6 +1,7 @@
 import { Command } from "commander";
 import pkg from "../package.json" with { type: "json" };
 import { App, type GlobalOptions } from "./app.ts";
+import { registerAdminServerCommands } from "./commands/admin-servers.ts";
 import { registerAuthCommands } from "./commands/auth.ts";
 import { registerBillingCommands } from "./commands/billing.ts";
 import { registerInfoCommands } from "./commands/box-info.ts";
@@ -60,5 +61,6 @@ Exit codes: 0 success, 1 operation failed (job failed, not found, denied),
   registerBillingCommands(program, app);
   registerGitHubCommands(program, app);
   registerCompletionCommand(program, app);
+  registerAdminServerCommands(program, app);
   return program;
 }

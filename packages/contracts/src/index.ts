@@ -10,6 +10,8 @@ export * from "./idle.ts";
 export * from "./job.ts";
 export * from "./log-redact.ts";
 export * from "./logs.ts";
+export * from "./play-routes.ts";
+export * from "./plays.ts";
 export * from "./route.ts";
 export * from "./routes.ts";
 export * from "./slug.ts";

@@ -43,6 +43,7 @@ import {
 import { IdleDefault, SetBoxIdleRequest, SetIdleDefaultRequest, WakeRequest, WakeResponse } from "./idle.ts";
 import { Job } from "./job.ts";
 import { LogBatch, LogBatchAck, LogLine, LogsPage, LogsQuery } from "./logs.ts";
+import { playRoutes } from "./play-routes.ts";
 import { type HttpMethod, NoContent, route } from "./route.ts";
 
 /**
@@ -418,6 +419,7 @@ export const routes = {
     errors: [401, 404],
     responses: { 200: GitHubWebhookAck },
   }),
+  ...playRoutes,
 
   // The agent protocol: outbound-only from the host, bearer = the server's agent token.
   claimJobs: route({

@@ -6,6 +6,10 @@ import {
   JOB_STATUSES,
   type JobStep,
   LEDGER_KINDS,
+  PLAY_KINDS,
+  PLAY_STATUSES,
+  type PlayCounters,
+  TASK_STATUSES,
 } from "@doppio/contracts";
 import { sql } from "drizzle-orm";
 import {
@@ -118,6 +122,13 @@ export const servers = pgTable("servers", {
   lastHeartbeatAt: ts("last_heartbeat_at"),
   /** Last inventory the agent reported (VMs and states). */
   inventory: jsonb("inventory").$type<Array<{ slug: string; state: string; ip: string | null }>>(),
+  /** Why the server is `broken` (the failing task of its last play); null otherwise. */
+  statusMessage: text("status_message"),
+  /**
+   * sha256 of the agent token the last play handed the host. The current token keeps working
+   * until the agent first uses this one, which then replaces it (services/servers.ts).
+   */
+  nextAgentTokenHash: text("next_agent_token_hash").unique(),
   createdAt: createdAt(),
 });
 
@@ -560,3 +571,68 @@ export const githubDeliveries = pgTable("github_deliveries", {
   event: text("event").notNull(),
   receivedAt: createdAt(),
 });
+/** How the control plane reaches a host over SSH; `hostKeys` are pinned on first contact. */
+export const serverSsh = pgTable("server_ssh", {
+  serverId: text("server_id")
+    .primaryKey()
+    .references(() => servers.id, { onDelete: "cascade" }),
+  host: text("host").notNull(),
+  port: integer("port").notNull(),
+  user: text("user").notNull(),
+  controlPlaneUrl: text("control_plane_url"),
+  /** known_hosts lines recorded by the first play that reached the host. */
+  hostKeys: text("host_keys"),
+  updatedAt: ts("updated_at").notNull().defaultNow(),
+});
+
+/** One ansible-playbook run against a server (apps/api/src/ansible/). */
+export const ansiblePlays = pgTable(
+  "ansible_plays",
+  {
+    id: id(),
+    serverId: text("server_id")
+      .notNull()
+      .references(() => servers.id, { onDelete: "cascade" }),
+    playbook: text("playbook", { enum: PLAY_KINDS }).notNull(),
+    status: text("status", { enum: PLAY_STATUSES }).notNull().default("pending"),
+    createdBy: text("created_by").references(() => users.id),
+    /** Inputs with secrets replaced by "[redacted]". */
+    variables: jsonb("variables").$type<Record<string, unknown>>().notNull(),
+    counters: jsonb("counters").$type<PlayCounters>(),
+    error: text("error"),
+    /** The ansible-playbook process (its process group), while it runs. */
+    pid: integer("pid"),
+    createdAt: createdAt(),
+    startedAt: ts("started_at"),
+    endedAt: ts("ended_at"),
+  },
+  (t) => [
+    index("ansible_plays_server_idx").on(t.serverId, t.createdAt),
+    // One play per server at a time, enforced by the database itself.
+    uniqueIndex("ansible_plays_one_active_per_server_idx")
+      .on(t.serverId)
+      .where(sql`status IN ('pending', 'running')`),
+  ],
+);
+
+/** A task of a play: pre-created from the play's task list when it starts, updated as it runs. */
+export const ansibleTasks = pgTable(
+  "ansible_tasks",
+  {
+    playId: text("play_id")
+      .notNull()
+      .references(() => ansiblePlays.id, { onDelete: "cascade" }),
+    /** Ansible's task uuid. */
+    taskId: text("task_id").notNull(),
+    position: integer("position").notNull(),
+    name: text("name").notNull(),
+    role: text("role"),
+    handler: boolean("handler").notNull().default(false),
+    status: text("status", { enum: TASK_STATUSES }).notNull().default("pending"),
+    startedAt: ts("started_at"),
+    endedAt: ts("ended_at"),
+    output: text("output"),
+    error: text("error"),
+  },
+  (t) => [primaryKey({ columns: [t.playId, t.taskId] })],
+);

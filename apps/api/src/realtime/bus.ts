@@ -1,5 +1,8 @@
 import { EventEmitter } from "node:events";
-import type { Box, Job, LogLine, WalletEvent } from "@doppio/contracts";
+import type { AnsiblePlay, AnsibleTask, Box, Job, LogLine, WalletEvent } from "@doppio/contracts";
+
+/** A change of an Ansible play: the play itself (status, counters, progress) or one of its tasks. */
+export type PlayEvent = { type: "play"; play: AnsiblePlay } | { type: "task"; task: AnsibleTask };
 
 export type RealtimeEvent =
   | { type: "box"; box: Box }
@@ -9,7 +12,7 @@ export type RealtimeEvent =
 /**
  * In-process fan-out of state changes: `server:<id>` wakes that server's claim long-polls,
  * `team:<id>` feeds the realtime stream of that team's members, `logs:<box id>` the followers
- * of that box's log. One replica only; several
+ * of that box's log, `play:<id>` the followers of an Ansible play. One replica only; several
  * replicas would carry the same topics over Postgres LISTEN/NOTIFY.
  */
 export class Bus {
@@ -81,6 +84,16 @@ export class Bus {
 
   subscribeLogs(boxId: string, listener: (lines: LogLine[]) => void): () => void {
     const topic = `logs:${boxId}`;
+    this.emitter.on(topic, listener);
+    return () => this.emitter.off(topic, listener);
+  }
+
+  publishPlay(playId: string, event: PlayEvent): void {
+    this.emitter.emit(`play:${playId}`, event);
+  }
+
+  subscribePlay(playId: string, listener: (event: PlayEvent) => void): () => void {
+    const topic = `play:${playId}`;
     this.emitter.on(topic, listener);
     return () => this.emitter.off(topic, listener);
   }

@@ -28,6 +28,7 @@ async function toServers(ctx: Ctx, rows: ServerRow[]): Promise<Server[]> {
       name: s.name,
       domain: s.domain,
       status: s.status,
+      statusMessage: s.statusMessage,
       backend: s.backend,
       capacity: { vcpu: s.vcpu, memoryMb: s.memoryMb, diskGb: s.diskGb },
       used: used(s.id),
@@ -102,10 +103,17 @@ export async function rotateServerToken(
 }
 
 export async function serverForAgentToken(ctx: Ctx, token: string): Promise<ServerRow | null> {
-  const [row] = await ctx.db
-    .select()
-    .from(servers)
-    .where(eq(servers.agentTokenHash, sha256(token)));
+  const hash = sha256(token);
+  let [row] = await ctx.db.select().from(servers).where(eq(servers.agentTokenHash, hash));
+  if (!row) {
+    // The token a play handed the host (apps/api/src/ansible/plays.ts): its first use
+    // makes it the server's token, and the one before it stops working.
+    [row] = await ctx.db
+      .update(servers)
+      .set({ agentTokenHash: hash, nextAgentTokenHash: null })
+      .where(eq(servers.nextAgentTokenHash, hash))
+      .returning();
+  }
   return row && row.status !== "archived" ? row : null;
 }
 

@@ -14,7 +14,7 @@ import { TestClient } from "./client.ts";
 export type DbKind = "pglite" | "postgres";
 
 /** Postgres for the shared suite: CI's `scripts/test.sh` starts a cluster and sets this. */
-const POSTGRES_URL = process.env.TEST_DATABASE_URL;
+export const POSTGRES_URL = process.env.TEST_DATABASE_URL;
 
 export const DB_KINDS: DbKind[] = ["pglite", "postgres"];
 

@@ -11,4 +11,7 @@ export const keys = {
   ledger: (kind: string) => ["ledger", kind] as const,
   invoices: ["invoices"] as const,
   github: ["github"] as const,
+  plays: (server: string) => ["plays", server] as const,
+  serverSsh: (server: string) => ["server-ssh", server] as const,
+  sshKey: ["ssh-key"] as const,
 };
