@@ -9,6 +9,8 @@ npx tsc -p tsconfig.json
 npm run -s typecheck -w @doppio/dashboard
 echo "== lint"
 npx biome check .
+echo "== unused code and dependencies (knip.jsonc)"
+npx knip
 
 TEST_DATABASE_URL=$(scripts/postgres.sh start)
 export TEST_DATABASE_URL

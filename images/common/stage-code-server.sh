@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs code-server from npm on the HOST into STAGE_DIR/node_modules/code-server, so the guest needs no compiler: the native modules are built against the host's
 # Node 20, so the image runs code-server on a Node 20 too (the `code` template copies the
-# host's; `frappe` pins one from npm, images/frappe/versions.json). Workarounds (guide/environment.md):
+# host's; `frappe` pins one from npm, images/frappe/versions.json). Workarounds measured on the build hosts:
 # libkrb5-dev + ripgrep on the host, npm_config_yes=true for node-pty's `npx node-gyp`,
 # --unsafe-perm as root, and @vscode/ripgrep's download cache seeded from Debian's rg
 # (its postinstall would otherwise download from GitHub).

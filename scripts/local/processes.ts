@@ -26,7 +26,7 @@ export function alive(pid: number): boolean {
 }
 
 /** The process's own command line, to make sure a PID still names what we started. */
-export function cmdline(pid: number): string {
+function cmdline(pid: number): string {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
   } catch {

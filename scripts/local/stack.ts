@@ -20,13 +20,13 @@ import {
 
 const TSX = path.join(ROOT, "node_modules/.bin/tsx");
 
-interface Secrets {
+export interface Secrets {
   adminPassword: string;
   agentToken?: string;
   agentApiToken: string;
 }
 
-function loadSecrets(): { secrets: Secrets; fresh: boolean } {
+export function loadSecrets(): { secrets: Secrets; fresh: boolean } {
   const file = path.join(DATA, "secrets.json");
   if (existsSync(file)) return { secrets: JSON.parse(readFileSync(file, "utf8")), fresh: false };
   const secrets: Secrets = {
@@ -71,7 +71,7 @@ function adminPasswordFile(secrets: Secrets): string {
 }
 
 /** A session for the admin account. */
-async function adminSession(secrets: Secrets): Promise<string> {
+export async function adminSession(secrets: Secrets): Promise<string> {
   const res = await api("POST", "/api/v1/auth/login", {
     email: ADMIN_EMAIL,
     password: secrets.adminPassword,
@@ -80,33 +80,86 @@ async function adminSession(secrets: Secrets): Promise<string> {
   return res.cookie;
 }
 
-/** Registers this machine as server `local` (or rotates its token if we lost it). */
-async function serverToken(secrets: Secrets, cookie: string): Promise<string> {
-  if (secrets.agentToken) return secrets.agentToken;
+/**
+ * Whether the control plane accepts this agent token. An agent route with a job that does
+ * not exist answers 404 to a known token and 401 to any other: authentication runs before
+ * anything else (ARCHITECTURE.md, Control plane), so nothing is claimed or recorded.
+ */
+async function agentTokenWorks(token: string): Promise<boolean> {
+  const res = await fetch(`${API_URL}/agent/v1/jobs/00000000-0000-4000-8000-000000000000/events`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ events: [] }),
+  });
+  return res.status !== 401;
+}
+
+/**
+ * Makes sure the control plane knows server `local` and that our agent token is its token:
+ * registered when the control plane does not know it (a new or reset database), a new token
+ * when ours is missing or no longer accepted. Returns how it went, for the log.
+ */
+export async function ensureServer(
+  secrets: Secrets,
+  cookie: string,
+): Promise<"kept" | "registered" | "new token"> {
+  const known = await api("GET", `/api/v1/servers/${SERVER_NAME}`, undefined, cookie);
+  if (known.status !== 404 && known.status !== 200)
+    throw new Error(`cannot read server ${SERVER_NAME}: ${known.status} ${JSON.stringify(known.body)}`);
+  if (known.status === 200 && secrets.agentToken && (await agentTokenWorks(secrets.agentToken)))
+    return "kept";
   const capacity = {
     // Dev boxes idle most of the time: vCPUs are overcommitted 4:1, memory is not.
     vcpu: os.cpus().length * 4,
     memoryMb: Math.floor((os.totalmem() / 1024 / 1024) * 0.75),
     diskGb: 50,
   };
-  let res = await api(
-    "POST",
-    "/api/v1/servers",
-    {
-      name: SERVER_NAME,
-      domain: DOMAIN,
-      backend: "qemu",
-      capacity,
-      publicScheme: "http",
-      publicPort: PORTS.edge,
-    },
-    cookie,
-  );
-  if (res.status === 409) res = await api("POST", `/api/v1/servers/${SERVER_NAME}/token`, undefined, cookie);
+  let how: "registered" | "new token" = "registered";
+  let res =
+    known.status === 404
+      ? await api(
+          "POST",
+          "/api/v1/servers",
+          {
+            name: SERVER_NAME,
+            domain: DOMAIN,
+            backend: "qemu",
+            capacity,
+            publicScheme: "http",
+            publicPort: PORTS.edge,
+          },
+          cookie,
+        )
+      : { status: 409, body: null };
+  if (res.status === 409) {
+    how = "new token";
+    res = await api("POST", `/api/v1/servers/${SERVER_NAME}/token`, undefined, cookie);
+  }
   if (!res.body?.agentToken) throw new Error(`cannot register server: ${JSON.stringify(res.body)}`);
   secrets.agentToken = res.body.agentToken as string;
   saveSecrets(secrets);
-  return secrets.agentToken;
+  return how;
+}
+
+/** Waits until the agent's first heartbeat since `since` has arrived and the server is active. */
+export async function waitForHeartbeat(cookie: string, since: number, timeoutMs = 60_000): Promise<void> {
+  let last: unknown = null;
+  try {
+    await waitFor(
+      "the agent's first heartbeat",
+      async () => {
+        const res = await api("GET", `/api/v1/servers/${SERVER_NAME}`, undefined, cookie);
+        last = res.body;
+        const beat = res.body?.lastHeartbeatAt ? Date.parse(res.body.lastHeartbeatAt) : 0;
+        return res.status === 200 && beat >= since && res.body.status === "active";
+      },
+      timeoutMs,
+    );
+  } catch {
+    throw new Error(
+      `the agent has not reached the control plane as an active server (${JSON.stringify(last)}); see ${DATA}/agent.log`,
+    );
+  }
 }
 
 function agentConfig(secrets: Secrets): string {
@@ -231,7 +284,8 @@ export async function startLocalStack(): Promise<{ freshAdmin: boolean; password
   await waitFor("the control plane", async () => (await fetch(`${API_URL}/healthz`)).ok, 60_000);
 
   const cookie = await adminSession(secrets);
-  await serverToken(secrets, cookie);
+  const server = await ensureServer(secrets, cookie);
+  if (server !== "kept") console.log(`doppiobox: server ${SERVER_NAME} ${server} in the control plane`);
 
   const caddy = startService("caddy", "caddy", ["run", "--config", caddyBootConfig()], {
     env: {
@@ -246,6 +300,8 @@ export async function startLocalStack(): Promise<{ freshAdmin: boolean; password
   await waitFor("caddy", () => caddyAdmin.healthy(), 20_000);
 
   buildImage("minimal", "1");
+  // Heartbeats carry whole seconds at worst: compare with the start rounded down.
+  const agentStarted = Math.floor(Date.now() / 1000) * 1000;
   const agent = startService(
     "agent",
     TSX,
@@ -257,6 +313,7 @@ export async function startLocalStack(): Promise<{ freshAdmin: boolean; password
   remember("agent", agent.pid);
   await waitFor("the agent", async () => (await fetch(`http://127.0.0.1:${PORTS.agent}/health`)).ok, 60_000);
   await ensureGolden(secrets, "minimal");
+  await waitForHeartbeat(cookie, agentStarted);
   return { freshAdmin: fresh, password: secrets.adminPassword };
 }
 

@@ -5,7 +5,7 @@
  */
 import { ipToNum, numToIp } from "./net/ipv4.ts";
 
-export { ipToNum, numToIp };
+export { numToIp };
 
 export interface PoolLayout {
   cidr: string;

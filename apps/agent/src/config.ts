@@ -143,7 +143,6 @@ export const AgentConfig = z
     }
   });
 export type AgentConfig = z.infer<typeof AgentConfig>;
-export type TemplateConfig = z.infer<typeof Template>;
 
 /** Environment variables that override the file, each mapped to one field. */
 const ENV: Record<string, { path: string[]; type: "string" | "number" }> = {
@@ -165,7 +164,7 @@ const ENV: Record<string, { path: string[]; type: "string" | "number" }> = {
 };
 
 /** Config file path: `--config FILE` / `--config=FILE`, else DOPPIO_AGENT_CONFIG. */
-export function configPath(argv: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
+function configPath(argv: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === "--config") return argv[i + 1];

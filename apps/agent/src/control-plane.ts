@@ -19,14 +19,14 @@ import { AgentError } from "./errors.ts";
  * so one job with an action or payload this agent does not understand fails on its own
  * (with a clear result) instead of making the whole claim unreadable.
  */
-export const RawClaimedJob = z.object({
+const RawClaimedJob = z.object({
   id: z.string().min(1),
   action: z.string(),
   box: z.string().nullable().default(null),
   payload: z.unknown(),
   attempt: z.number().int().default(1),
 });
-export type RawClaimedJob = z.infer<typeof RawClaimedJob>;
+type RawClaimedJob = z.infer<typeof RawClaimedJob>;
 
 const ClaimBody = z.object({ jobs: z.array(z.unknown()) });
 const EventsBody = z.object({ applied: z.number().int(), lastSeq: z.number().int() });
@@ -47,6 +47,8 @@ export interface ControlPlane {
   gitCredential?(slug: string): Promise<GitCredentialAnswer>;
   /** Ships complete serial-log lines of one of this server's boxes; 404 if it is not one. */
   shipLogs?(slug: string, batch: LogBatch): Promise<LogBatchAck>;
+  /** Asks for a hibernated box of this server to be resumed (an allowed request reached it). */
+  wakeBox?(slug: string): Promise<void>;
   close?(): void;
 }
 
@@ -104,6 +106,10 @@ export class HttpControlPlane implements ControlPlane {
   async shipLogs(slug: string, batch: LogBatch): Promise<LogBatchAck> {
     const path = `/agent/v1/boxes/${encodeURIComponent(slug)}/logs`;
     return LogBatchAckSchema.parse(await this.#post(path, batch, this.timeoutMs));
+  }
+
+  async wakeBox(slug: string): Promise<void> {
+    await this.#post(`/agent/v1/boxes/${encodeURIComponent(slug)}/wake`, {}, this.timeoutMs);
   }
 
   /** Drops pooled connections so nothing outlives the agent (and the peer can close at once). */

@@ -1,12 +1,14 @@
 import { CodedError } from "./coded-error.ts";
 
 /** The closed set of failures the agent core reports; the message is safe to show a user. */
-export const AGENT_ERROR_CODES = [
+const AGENT_ERROR_CODES = [
   "config_invalid",
   "ip_pool_exhausted",
   "unknown_action",
   "invalid_payload",
   "box_not_on_host",
+  /** Only a running box can hibernate. */
+  "not_running",
   "no_golden",
   "unknown_template",
   "not_available",

@@ -10,11 +10,13 @@ import { type Clock, systemClock } from "./clock.ts";
 import { type AgentConfig, loadConfig } from "./config.ts";
 import { type ControlPlane, HttpControlPlane } from "./control-plane.ts";
 import { EdgeAccess, loadOrCreateCookieKey } from "./edge/access.ts";
+import { BoxActivity, establishedPeers, touchConnected } from "./edge/activity.ts";
 import { HttpCaddyAdmin, parseCaddyAdminAddress } from "./edge/caddy-admin.ts";
 import { buildEdgeConfig } from "./edge/caddy-config.ts";
 import { ControlPlaneKey, signInRedirect } from "./edge/control-plane-key.ts";
 import { EdgeConfigKeeper } from "./edge/edge-config.ts";
 import { MemoryRouteTable } from "./edge/routes.ts";
+import { Waker } from "./edge/wake.ts";
 import { buildApi } from "./http/api.ts";
 import { HostImageBuilder, REPO_DIR } from "./images/builder.ts";
 import { ImageStore } from "./images/store.ts";
@@ -96,7 +98,15 @@ export function createBackend(config: AgentConfig, log: Logger): Promise<Backend
  * The edge, on hosts whose config has one: the routes Caddy calls (mounted in the API), the
  * keeper of Caddy's one static config, and the control plane's key from heartbeats.
  */
-async function buildEdge(config: AgentConfig, db: Db, routes: MemoryRouteTable, log: Logger) {
+async function buildEdge(
+  config: AgentConfig,
+  db: Db,
+  routes: MemoryRouteTable,
+  cp: ControlPlane,
+  clock: Clock,
+  activity: BoxActivity,
+  log: Logger,
+) {
   if (!config.edge || !config.caddyAdmin) return null;
   const { edge: edgeCfg, caddyAdmin } = config;
   const key = new ControlPlaneKey(edgeCfg.controlPlaneKeyFile);
@@ -117,12 +127,22 @@ async function buildEdge(config: AgentConfig, db: Db, routes: MemoryRouteTable, 
   });
   const keeper = new EdgeConfigKeeper(new HttpCaddyAdmin({ address: caddyAdmin }), desired, log);
   const signIn = edgeCfg.signInUrl;
+  const wakeBox = cp.wakeBox?.bind(cp);
+  const waker = wakeBox
+    ? new Waker({ ask: wakeBox, now: () => clock.now().getTime(), log: log.child({ edge: "wake" }) })
+    : null;
   return {
     plugin: {
       domain: config.domain,
       routes,
       access,
+      activity,
+      ...(waker ? { wake: (slug: string) => void waker.wake(slug) } : {}),
       ...(signIn ? { signInUrl: signInRedirect(signIn) } : {}),
+    },
+    // Open WebSockets send no requests: their connections from Caddy to the guest count.
+    async sampleConnections() {
+      touchConnected(routes.slugs(), routes, await establishedPeers(config.netns ?? null), activity);
     },
     keeper,
     checkIntervalMs: edgeCfg.checkIntervalMs,
@@ -147,7 +167,9 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
   const boxes = new BoxStore(db, now);
   const ipPool = new IpPool(db, poolLayout(config.bridge.cidr), now);
   const routes = new MemoryRouteTable();
-  const edge = await buildEdge(config, db, routes, log);
+  // Box use as the edge and the guests report it; heartbeats carry it (idle hibernation).
+  const activity = new BoxActivity(() => clock.now().getTime());
+  const edge = await buildEdge(config, db, routes, cp, clock, activity, log);
   const images = io.images?.store ?? null;
   const handlers: HandlerDeps = {
     config,
@@ -171,6 +193,10 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
       store: jobs,
       cp,
       log: log.child({ loop: "heartbeat" }),
+      activity: {
+        lastActiveAt: (slug: string) => activity.lastActiveAt(slug),
+        sample: async () => edge?.sampleConnections(),
+      },
       ...(edge ? { onResponse: edge.onHeartbeat } : {}),
     },
     config.heartbeatIntervalMs,
@@ -245,8 +271,17 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
     log,
     enqueueGoldenBuild,
     edge: edge?.plugin,
+    lastHeartbeatAt: () => heartbeat.lastOkAt,
   });
-  const metadata = await createMetadataListener({ config, boxes, cp, clock, log, gateway: ipPool.gateway() });
+  const metadata = await createMetadataListener({
+    config,
+    boxes,
+    cp,
+    clock,
+    log,
+    gateway: ipPool.gateway(),
+    activity,
+  });
 
   let started = false;
   return {

@@ -111,6 +111,41 @@ describe("edge wiring in the agent API", () => {
     expect(bad.headers.get("set-cookie")).toBeNull();
   });
 
+  it("use seen by the edge reaches the control plane; a hibernated box wakes for its owner only", async () => {
+    expect((await cp.admin.request("PATCH", "/api/v1/me/idle", { idleTimeoutMinutes: 30 })).status).toBe(200);
+    const before = Date.parse((await cp.admin.get("/api/v1/boxes/edgy")).body.idleHibernatesAt);
+    await new Promise((r) => setTimeout(r, 50));
+    const used = Date.now();
+    expect((await check(`edgy.code.${DOMAIN}`, "/", { cookie })).status).toBe(200);
+    // The agent's next heartbeat carries it; the deadline moves to 30 min after that request.
+    await waitFor("the request's time at the control plane", async () => {
+      const at = Date.parse((await cp.admin.get("/api/v1/boxes/edgy")).body.idleHibernatesAt);
+      return at > before && at >= used + 30 * 60_000 ? at : null;
+    });
+
+    expect((await cp.admin.post("/api/v1/boxes/edgy/hibernate")).status).toBe(202);
+    await waitForBox(cp, "edgy", "hibernated");
+    // A stranger's request wakes nothing (sign-in first, as for any private URL).
+    expect((await check(`edgy.code.${DOMAIN}`, "/")).status).toBe(401);
+    expect((await check(`edgy.code.${DOMAIN}`, "/", { accept: "text/html" })).status).toBe(302);
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await cp.admin.get("/api/v1/boxes/edgy")).body.status).toBe("hibernated");
+
+    const waking = await check(`edgy.code.${DOMAIN}`, "/", { cookie, accept: "text/html" });
+    expect(waking.status).toBe(503);
+    expect(waking.headers.get("retry-after")).toBe("2");
+    expect(await waking.text()).toContain("Waking up");
+    await waitForBox(cp, "edgy", "running");
+    const jobs = (await cp.admin.get("/api/v1/boxes/edgy/jobs")).body.jobs;
+    expect(jobs[0]).toMatchObject({ action: "start", status: "succeeded" });
+    const pass = await waitFor("routes back", async () => {
+      const r = await check(`edgy.code.${DOMAIN}`, "/", { cookie });
+      return r.status === 200 ? r : null;
+    });
+    expect(pass.headers.get("x-doppio-upstream")).toBe("10.0.0.2:8888");
+    await cp.admin.request("PATCH", "/api/v1/me/idle", { idleTimeoutMinutes: null });
+  });
+
   // Last: it signs the owner's session out.
   it("signing out of the control plane ends the box-access cookie at the edge", async () => {
     const pending = await handoff(`edgy.code.${DOMAIN}`);

@@ -59,7 +59,7 @@ describe("clear job failures, no crash", () => {
     await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "odd" });
     const box = await waitForBox(cp, "odd", "error");
     expect(box.statusReason).toBe(
-      'unknown action "explode": this agent handles create, start, stop, delete, reset, build_golden, build_image',
+      'unknown action "explode": this agent handles create, start, stop, delete, reset, hibernate, build_golden, build_image',
     );
     expect(box.errorCode).toBe("unknown_action");
     const [job] = await boxJobs(cp, "odd");

@@ -90,6 +90,7 @@ describe("job runner: parallel across boxes, in order per box", () => {
       env: { TAG: tag },
       owner: "u",
       sitePublic: true,
+      publicWake: false,
     };
     store.insert({ id, action: "start", box, payload, receivedAt: "t" });
     runner.enqueue(store.get(id)!);

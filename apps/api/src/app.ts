@@ -13,9 +13,18 @@ import Fastify, {
 } from "fastify";
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Logger } from "pino";
+import { recoverInterruptedPlays } from "./ansible/recovery.ts";
+import { PlayRunner } from "./ansible/runner.ts";
+import { ensureSshKey } from "./ansible/ssh-key.ts";
+import { logNotifier, type WalletNotifier } from "./billing/funds.ts";
+import { startBilling } from "./billing/loop.ts";
+import { seedPrices } from "./billing/prices.ts";
+import { stripeClient } from "./billing/stripe.ts";
 import type { ApiConfig } from "./config.ts";
 import { type Clock, type Ctx, systemClock } from "./context.ts";
 import type { Database } from "./db/client.ts";
+import { githubRoutes, githubWebhookRoutes } from "./github/routes.ts";
+import { startGitHub } from "./github/service.ts";
 import { requireMetricsToken } from "./http/auth.ts";
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./http/errors.ts";
 import { refuseUnstorableText } from "./http/text.ts";
@@ -28,15 +37,18 @@ import { accessRoutes } from "./routes/access.ts";
 import { agentRoutes } from "./routes/agent.ts";
 import { agentGitRoutes } from "./routes/agent-git.ts";
 import { authRoutes } from "./routes/auth.ts";
+import { billingRoutes } from "./routes/billing.ts";
 import { boxRoutes } from "./routes/boxes.ts";
 import { openApiTransform } from "./routes/contract.ts";
 import { eventRoutes } from "./routes/events.ts";
+import { idleRoutes } from "./routes/idle.ts";
 import { agentLogRoutes, logRoutes } from "./routes/logs.ts";
+import { playRoutes } from "./routes/plays.ts";
 import { serverRoutes } from "./routes/servers.ts";
 import { loadAccessKeys } from "./services/access.ts";
 import { bootstrapAdmin } from "./services/admin.ts";
 import { type GitCredentialSource, noGitCredentials } from "./services/git-credentials.ts";
-import { livenessTick, reapTick } from "./services/periodic.ts";
+import { idleTick, livenessTick, reapTick } from "./services/periodic.ts";
 import { databaseRateStore, RateWindow } from "./services/rate-limits.ts";
 import { seedTemplates } from "./services/templates.ts";
 
@@ -47,10 +59,12 @@ export interface AppDeps {
   clock?: Clock;
   /** Where box Git credentials come from; none are issued when unset. */
   gitCredentials?: GitCredentialSource;
+  /** How wallet warnings reach their owners; the log when unset. */
+  walletNotifier?: WalletNotifier;
 }
 
 /** The Fastify instance with the zod type provider, as the routes see it. */
-export type ControlPlaneApp = FastifyInstance<
+type ControlPlaneApp = FastifyInstance<
   RawServerDefault,
   RawRequestDefaultExpression,
   RawReplyDefaultExpression,
@@ -66,6 +80,8 @@ export interface ControlPlane {
    * `close()`, each on one replica at a time (services/periodic.ts).
    */
   startReaper(): void;
+  /** Settles usage on its interval and at box state changes until `close()`. */
+  startBilling(): void;
   close(): Promise<void>;
 }
 
@@ -106,7 +122,14 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     gitCredentials: deps.gitCredentials ?? noGitCredentials,
     streamSlots: new StreamSlots(config.streamsPerUser),
     boxCreates: new RateWindow(deps.database.db, "box-create", config.boxCreatesPerMinute, 60_000),
+    walletNotifier: deps.walletNotifier ?? logNotifier({ log: deps.logger }),
+    stripe: stripeClient(config),
   };
+
+  if (config.github) {
+    ctx.github = await startGitHub(ctx, config.github);
+    if (!deps.gitCredentials) ctx.gitCredentials = ctx.github.credentials;
+  }
 
   await ctx.bus.start();
   installErrorHandling(app);
@@ -162,6 +185,15 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   await app.register(agentRoutes(ctx));
   await app.register(agentGitRoutes(ctx));
   await app.register(agentLogRoutes(ctx));
+  await app.register(billingRoutes(ctx));
+  await app.register(idleRoutes(ctx));
+  await app.register(githubRoutes(ctx));
+  await app.register(githubWebhookRoutes(ctx));
+  // Ansible plays on hosts: the control plane's SSH key, and plays a previous process left
+  // running end as interrupted before any new one can start.
+  const plays = new PlayRunner(ctx, ensureSshKey(config.dataDir));
+  await recoverInterruptedPlays(ctx);
+  await app.register(playRoutes(ctx, plays));
 
   if (config.dashboardDir && existsSync(config.dashboardDir)) {
     await app.register(fastifyStatic, { root: config.dashboardDir, prefix: "/dashboard/", wildcard: false });
@@ -171,9 +203,11 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   }
 
   await seedTemplates(ctx);
+  await seedPrices(ctx);
   await bootstrapAdmin(ctx);
 
   let reaper: NodeJS.Timeout | undefined;
+  let stopBilling = () => {};
   return {
     app,
     ctx,
@@ -181,11 +215,17 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
       reaper = setInterval(() => {
         reapTick(ctx).catch((err) => ctx.log.error({ err }, "reaper failed"));
         livenessTick(ctx).catch((err) => ctx.log.error({ err }, "liveness check failed"));
+        idleTick(ctx).catch((err) => ctx.log.error({ err }, "idle hibernation failed"));
       }, config.reaperIntervalMs);
       reaper.unref();
     },
+    startBilling() {
+      stopBilling = startBilling(ctx);
+    },
     async close() {
       clearInterval(reaper);
+      stopBilling();
+      await plays.shutdown();
       await app.close();
       await ctx.bus.close();
     },

@@ -1,7 +1,9 @@
 import { readFileSync } from "node:fs";
+import path from "node:path";
 import { Email } from "@doppio/contracts";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { GitHubConfig, githubFromEnv } from "./github/config.ts";
 
 /** The control plane's whole configuration, parsed once at start. */
 export const ApiConfig = z.strictObject({
@@ -62,6 +64,37 @@ export const ApiConfig = z.strictObject({
     .int()
     .positive()
     .default(1024 * 1024),
+  // Billing (apps/api/src/billing). Money is integer minor units of `currency`.
+  currency: z
+    .string()
+    .regex(/^[A-Z]{3}$/)
+    .default("EUR"),
+  /** Credit every new account gets once, and how long it lasts. */
+  trialCredit: z.coerce.number().int().min(0).default(2000),
+  trialDays: z.coerce.number().int().positive().default(30),
+  /** At or below this balance the owner is warned (dashboard banner, SSE `wallet` event, email hook). */
+  lowBalanceThreshold: z.coerce.number().int().min(0).default(200),
+  /** How often usage is settled into the ledger (also at every box state change). */
+  settleIntervalMs: z.coerce.number().int().positive().default(120_000),
+  /** Stripe: card top-ups are offered only when both are set. */
+  stripeSecretKey: z.string().min(1).optional(),
+  stripeWebhookSecret: z.string().min(1).optional(),
+  /** Where the Stripe library sends its API calls (tests point it at a local stand-in). */
+  stripeApi: z
+    .strictObject({
+      host: z.string(),
+      port: z.coerce.number().int().min(1).max(65535),
+      protocol: z.enum(["http", "https"]),
+    })
+    .optional(),
+  topUpMin: z.coerce.number().int().positive().default(500),
+  topUpMax: z.coerce.number().int().positive().default(100_000),
+  /** The GitHub App (sign-in, installations, tokens for boxes); GitHub is off when unset. */
+  github: GitHubConfig.optional(),
+  /** The playbooks the control plane runs on hosts (Prepare server, Deploy agent). */
+  ansibleDir: z.string().default(path.resolve(import.meta.dirname, "../../../provision/ansible")),
+  /** A built agent bundle (provision/bundle/) for plays; built from this checkout when unset. */
+  agentBundle: z.string().optional(),
 });
 export type ApiConfig = z.infer<typeof ApiConfig>;
 
@@ -76,17 +109,23 @@ const ENV_KEYS: Record<string, keyof ApiConfig> = {
   DOPPIO_ADMIN_EMAIL: "adminEmail",
   DOPPIO_ADMIN_PASSWORD_FILE: "adminPasswordFile",
   DOPPIO_METRICS_TOKEN: "metricsToken",
+  DOPPIO_STRIPE_SECRET_KEY: "stripeSecretKey",
+  DOPPIO_STRIPE_WEBHOOK_SECRET: "stripeWebhookSecret",
+  DOPPIO_ANSIBLE_DIR: "ansibleDir",
+  DOPPIO_AGENT_BUNDLE: "agentBundle",
 };
 
 /** YAML file (path in DOPPIO_API_CONFIG) overlaid with the environment variables above. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
   const file = env.DOPPIO_API_CONFIG;
   const fromFile = file ? (parseYaml(readFileSync(file, "utf8")) ?? {}) : {};
-  const fromEnv: Record<string, string> = {};
+  const fromEnv: Record<string, unknown> = {};
   for (const [key, field] of Object.entries(ENV_KEYS)) {
     const value = env[key];
     if (value !== undefined && value !== "") fromEnv[field] = value;
   }
+  const github = githubFromEnv(env);
+  if (github) fromEnv.github = { ...fromFile.github, ...github };
   const parsed = ApiConfig.safeParse({ ...fromFile, ...fromEnv });
   if (!parsed.success) {
     throw new Error(`invalid control-plane configuration: ${z.prettifyError(parsed.error)}`);

@@ -1,6 +1,9 @@
 import type { Logger } from "pino";
+import type Stripe from "stripe";
+import type { WalletNotifier } from "./billing/funds.ts";
 import type { ApiConfig } from "./config.ts";
 import type { Db } from "./db/client.ts";
+import type { GitHub } from "./github/service.ts";
 import type { Metrics } from "./metrics.ts";
 import type { Bus } from "./realtime/bus.ts";
 import type { StreamSlots } from "./realtime/stream-slots.ts";
@@ -24,8 +27,14 @@ export interface Ctx {
   access: AccessKeys;
   /** Short-lived Git credentials for boxes (read per request, so a test may swap it). */
   gitCredentials: GitCredentialSource;
+  /** The GitHub App integration, when one is configured. */
+  github?: GitHub;
   /** Event and log streams each user holds open. */
   streamSlots: StreamSlots;
   /** Box creations per user in the last minute (counted in the database, across replicas). */
   boxCreates: RateWindow;
+  /** Tells a wallet's owner it runs low or ran out. */
+  walletNotifier: WalletNotifier;
+  /** The Stripe client when card top-ups are configured, else null. */
+  stripe: Stripe | null;
 }

@@ -18,6 +18,3 @@ export class AppError extends Error {
 }
 
 export const notFound = (what: string) => new AppError("not_found", `${what} not found`);
-export const conflict = (message: string, details?: unknown) => new AppError("conflict", message, details);
-export const badRequest = (message: string, details?: unknown) =>
-  new AppError("bad_request", message, details);

@@ -8,6 +8,7 @@ const logger = createLogger(config.logLevel);
 const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
 const cp = await buildControlPlane({ config, database, logger });
 cp.startReaper();
+cp.startBilling();
 const address = await cp.app.listen({ host: config.host, port: config.port });
 logger.info({ address, database: database.kind }, "control plane listening");
 

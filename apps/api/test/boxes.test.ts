@@ -85,12 +85,17 @@ describeOnEachDb("boxes", (env) => {
     expect(running.body).toMatchObject({
       status: "running",
       ip: "10.0.0.2",
-      allowedActions: ["stop", "reset", "delete"],
+      allowedActions: ["stop", "hibernate", "reset", "delete"],
     });
 
     const startWhileRunning = await admin.post("/api/v1/boxes/demo/start");
     expect(startWhileRunning.status).toBe(409);
-    expect(startWhileRunning.body.error.details.allowedActions).toEqual(["stop", "reset", "delete"]);
+    expect(startWhileRunning.body.error.details.allowedActions).toEqual([
+      "stop",
+      "hibernate",
+      "reset",
+      "delete",
+    ]);
 
     const stop = await admin.post("/api/v1/boxes/demo/stop");
     expect(stop.status).toBe(202);

@@ -5,7 +5,10 @@ import { describeOnEachDb } from "./support/each-db.ts";
 /**
  * No request field may cost super-linear work: every string field gets values as long as
  * the 64 KB body limit allows, shaped to make backtracking patterns explode, and each must
- * be refused (4xx) in milliseconds. The old email pattern took ~7 s on the second shape.
+ * be refused (4xx) about as fast as a plain string of the same length. The old email pattern
+ * took ~7 s on the second shape. Times are compared with the plain string's, measured in the
+ * same moment, so a loaded machine slows both sides alike; the plain string itself must stay
+ * under a bound no linear check comes near.
  */
 const LEN = 64 * 1024 - 512;
 const SHAPES: Record<string, string> = {
@@ -16,18 +19,37 @@ const SHAPES: Record<string, string> = {
   labels: `${"a.".repeat(LEN / 2)}-`,
   spaces: ` ${"a ".repeat(LEN / 2)}`,
 };
-const LIMIT_MS = 200;
+const PLAIN_LIMIT_MS = 2000;
+/**
+ * A shaped value may cost this many times the plain one plus scheduling noise, no more; the
+ * best of two tries counts (a backtracking pattern is slow every time, a busy host is not).
+ */
+const RATIO = 20;
+const NOISE_MS = 1000;
 
 type Send = (value: string) => Promise<{ status: number }>;
 
+async function timed(field: string, shape: string, send: Send, value: string): Promise<number> {
+  const started = performance.now();
+  const res = await send(value);
+  const ms = performance.now() - started;
+  expect(res.status, `${field} (${shape})`).toBeGreaterThanOrEqual(400);
+  expect(res.status, `${field} (${shape})`).toBeLessThan(500);
+  return ms;
+}
+
 async function expectCheap(field: string, send: Send): Promise<void> {
+  const plain: number[] = [];
+  for (let i = 0; i < 3; i++) plain.push(await timed(field, "plain", send, SHAPES.plain!));
+  const base = Math.min(...plain);
+  expect(base, `${field} (plain) took ${Math.round(base)} ms`).toBeLessThan(PLAIN_LIMIT_MS);
+  const limit = RATIO * base + NOISE_MS;
   for (const [shape, value] of Object.entries(SHAPES)) {
-    const started = performance.now();
-    const res = await send(value);
-    const ms = performance.now() - started;
-    expect(res.status, `${field} (${shape})`).toBeGreaterThanOrEqual(400);
-    expect(res.status, `${field} (${shape})`).toBeLessThan(500);
-    expect(ms, `${field} (${shape}) took ${Math.round(ms)} ms`).toBeLessThan(LIMIT_MS);
+    let ms = await timed(field, shape, send, value);
+    if (ms >= limit) ms = Math.min(ms, await timed(field, shape, send, value));
+    expect(ms, `${field} (${shape}) took ${Math.round(ms)} ms, plain ${Math.round(base)} ms`).toBeLessThan(
+      limit,
+    );
   }
 }
 

@@ -118,5 +118,6 @@ describe("admin bootstrap", () => {
     } finally {
       await rm(dataDir, { recursive: true, force: true });
     }
-  });
+    // Three control-plane starts on PGlite and four scrypt hashes: over 30 s on a loaded 2-core host.
+  }, 120_000);
 });

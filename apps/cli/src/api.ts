@@ -21,6 +21,7 @@ const HINT_BY_CODE: Partial<Record<ErrorCode, string>> = {
   rate_limited: "wait a minute and try again",
   validation_failed: "check the arguments against --help",
   no_capacity: "try again later or pick a smaller --size",
+  payment_required: "see doppio wallet; top up in the dashboard's Billing page or ask an administrator",
 };
 
 export class ApiError extends CliError {
@@ -68,7 +69,10 @@ export class ApiClient {
   box = (slug: string) => this.run((c) => c.box(slug));
   jobs = (slug: string) => this.run((c) => c.jobs(slug));
   createBox = (req: CreateBoxRequest) => this.run((c) => c.createBox(req));
-  action = (slug: string, action: "start" | "stop" | "reset") =>
+  github = () => this.run((c) => c.github());
+  githubRepos = () => this.run((c) => c.githubRepos());
+  connectGitHub = () => this.run((c) => c.connectGitHub());
+  action = (slug: string, action: "start" | "stop" | "reset" | "hibernate") =>
     forBox(
       slug,
       this.run((c) => c[`${action}Box`](slug)),
@@ -78,9 +82,28 @@ export class ApiClient {
       slug,
       this.run((c) => c.deleteBox(slug)),
     );
+  keepAwake = (slug: string) =>
+    forBox(
+      slug,
+      this.run((c) => c.keepBoxAwake(slug)),
+    );
+  setBoxIdle = (slug: string, idleTimeoutMinutes: number | null, publicWake?: boolean) =>
+    forBox(
+      slug,
+      this.run((c) =>
+        c.setBoxIdle(
+          slug,
+          publicWake === undefined ? { idleTimeoutMinutes } : { idleTimeoutMinutes, publicWake },
+        ),
+      ),
+    );
+  setIdleDefault = (idleTimeoutMinutes: number | null) =>
+    this.run((c) => c.setIdleDefault(idleTimeoutMinutes));
   logs = (slug: string, query: LogsRequest) => this.run((c) => c.logs(slug, query));
   tokens = () => this.run((c) => c.tokens());
   revokeToken = (id: string) => this.run((c) => c.revokeToken(id));
+  wallet = () => this.run((c) => c.request("getWallet", {}));
+  invoices = () => this.run(async (c) => (await c.request("listInvoices", {})).invoices);
 
   /**
    * Exchanges email and password for a personal API token. The session the login opens
@@ -126,7 +149,7 @@ async function forBox<T>(slug: string, request: Promise<T>): Promise<T> {
   }
 }
 
-export function unreachable(baseUrl: string, cause: unknown): CliError {
+function unreachable(baseUrl: string, cause: unknown): CliError {
   const reason = describeNetworkError(cause);
   return new CliError(
     "unreachable",

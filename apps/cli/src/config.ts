@@ -12,7 +12,6 @@ const Context = z.object({
   tokenId: z.string().optional(),
   email: z.string().optional(),
 });
-export type Context = z.infer<typeof Context>;
 
 const ConfigFile = z.object({
   current: z.string().nullable().default(null),
@@ -20,9 +19,9 @@ const ConfigFile = z.object({
 });
 export type ConfigFile = z.infer<typeof ConfigFile>;
 
-export const CONTEXT_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$/;
+const CONTEXT_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$/;
 
-export function configPath(settings: Settings): string {
+function configPath(settings: Settings): string {
   return path.join(settings.configDir, "config.json");
 }
 

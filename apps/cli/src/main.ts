@@ -5,7 +5,7 @@ import { buildProgram } from "./program.ts";
 import { loadSettings } from "./settings.ts";
 
 /** Runs the CLI and returns its exit code; never throws. */
-export async function run(argv: readonly string[], io: Io): Promise<number> {
+async function run(argv: readonly string[], io: Io): Promise<number> {
   const debug = argv.includes("--debug");
   const program = buildProgram(io);
   try {

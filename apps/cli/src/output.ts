@@ -42,6 +42,18 @@ export function formatAge(iso: string, now: number): string {
   return `${Math.floor(h / 24)}d ago`;
 }
 
+/** Time until `iso`: `in 12m`, `in 45s`, `now` once it has passed. */
+export function formatIn(iso: string, now: number): string {
+  const ms = Date.parse(iso) - now;
+  if (!Number.isFinite(ms)) return iso;
+  const s = Math.floor(ms / 1000);
+  if (s <= 0) return "now";
+  if (s < 60) return `in ${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 120) return `in ${m}m`;
+  return `in ${Math.floor(m / 60)}h`;
+}
+
 /** `08:51:55` in UTC: log lines compare across machines. */
 export function clockTime(ms: number): string {
   return new Date(ms).toISOString().slice(11, 19);

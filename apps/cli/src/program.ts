@@ -1,15 +1,19 @@
 import { Command } from "commander";
 import pkg from "../package.json" with { type: "json" };
 import { App, type GlobalOptions } from "./app.ts";
+import { registerAdminServerCommands } from "./commands/admin-servers.ts";
 import { registerAuthCommands } from "./commands/auth.ts";
+import { registerBillingCommands } from "./commands/billing.ts";
 import { registerInfoCommands } from "./commands/box-info.ts";
 import { registerBoxCommands } from "./commands/boxes.ts";
 import { registerCompletionCommand } from "./commands/completion.ts";
 import { registerContextCommands } from "./commands/context.ts";
+import { registerGitHubCommands } from "./commands/github.ts";
+import { registerIdleCommands } from "./commands/idle.ts";
 import { registerLogsCommand } from "./commands/logs.ts";
 import type { Io } from "./io.ts";
 
-export const VERSION: string = pkg.version;
+const VERSION: string = pkg.version;
 
 export function buildProgram(io: Io): Command {
   const program = new Command("doppio");
@@ -51,8 +55,12 @@ Exit codes: 0 success, 1 operation failed (job failed, not found, denied),
   registerAuthCommands(program, app);
   registerContextCommands(program, app);
   registerBoxCommands(program, app);
+  registerIdleCommands(program, app);
   registerInfoCommands(program, app);
   registerLogsCommand(program, app);
+  registerBillingCommands(program, app);
+  registerGitHubCommands(program, app);
   registerCompletionCommand(program, app);
+  registerAdminServerCommands(program, app);
   return program;
 }

@@ -53,7 +53,7 @@ export async function watchBoxJobs(
   await Promise.all([streamLoop(), pollLoop()]);
 }
 
-export function sleep(ms: number, signal: AbortSignal): Promise<void> {
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
     const timer = setTimeout(done, ms);

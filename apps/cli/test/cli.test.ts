@@ -127,8 +127,8 @@ describe("doppio CLI against a real control plane", () => {
     const table = await home.run(["ls"]);
     expect(table.code).toBe(0);
     const [header, ...rows] = table.stdout.trimEnd().split("\n");
-    expect(header).toMatch(/^NAME\s+STATUS\s+TEMPLATE\s+SIZE\s+CREATED\s+SITE$/);
-    expect(rows.find((l) => l.startsWith("cli-box "))).toMatch(/^cli-box\s+running\s+minimal\s+small\s/);
+    expect(header).toMatch(/^NAME\s+STATUS\s+HIBERNATES\s+TEMPLATE\s+SIZE\s+CREATED\s+SITE$/);
+    expect(rows.find((l) => l.startsWith("cli-box "))).toMatch(/^cli-box\s+running\s+-\s+minimal\s+small\s/);
 
     const json = await home.run(["ls", "--json"]);
     const box = JSON.parse(json.stdout).find((b: { slug: string }) => b.slug === "cli-box");
@@ -150,6 +150,31 @@ describe("doppio CLI against a real control plane", () => {
     expect(JSON.parse(status.stdout).status).toBe("running");
   });
 
+  it("hibernates a box and resumes it; ls and status show when an idle box hibernates", async () => {
+    const hib = await home.run(["hibernate", "cli-box"]);
+    expect(hib.code).toBe(0);
+    expect(hib.stdout).toContain("Box cli-box is hibernated.");
+    const status = await home.run(["status", "cli-box"]);
+    expect(status.stdout).toMatch(/status:\s+hibernated/);
+    expect(status.stdout).toMatch(/saved memory:\s+48 MiB/);
+    expect((await home.run(["start", "cli-box"])).stdout).toContain("Box cli-box is running.");
+
+    expect((await home.run(["idle", "cli-box", "soon"])).code).toBe(2);
+    const idle = await home.run(["idle", "cli-box", "45"]);
+    expect(idle.code).toBe(0);
+    expect(idle.stdout).toContain("Box cli-box hibernates after 45 idle minutes.");
+    const [header, ...rows] = (await home.run(["ls"])).stdout.trimEnd().split("\n");
+    expect(header).toMatch(/^NAME\s+STATUS\s+HIBERNATES\s+/);
+    expect(rows.find((l) => l.startsWith("cli-box "))).toMatch(/^cli-box\s+running\s+in 4[45]m\s+minimal/);
+    const awake = await home.run(["keep-awake", "cli-box"]);
+    expect(awake.stdout).toMatch(/^Box cli-box hibernates in 4[45]m unless it is used\.\n$/);
+    expect((await home.run(["idle", "cli-box", "off"])).stdout).toContain("does not hibernate when idle");
+    expect((await home.run(["idle", "cli-box", "default", "--public-wake", "maybe"])).code).toBe(2);
+    const wake = await home.run(["idle", "cli-box", "default", "--public-wake", "on", "--json"]);
+    expect(JSON.parse(wake.stdout)).toMatchObject({ publicWake: true, idleTimeoutCustom: false });
+    expect((await home.run(["ls"])).stdout).toMatch(/cli-box\s+running\s+-\s+minimal/);
+  });
+
   it("shows the box's job steps and URLs", async () => {
     const steps = await home.run(["jobs", "cli-box", "--steps"]);
     expect(steps.code).toBe(0);
@@ -157,6 +182,8 @@ describe("doppio CLI against a real control plane", () => {
     expect(steps.stdout).toMatch(/✓ Publishing URLs/);
     const jobs = await home.run(["jobs", "cli-box", "--json"]);
     expect(JSON.parse(jobs.stdout).map((j: { action: string }) => j.action)).toEqual([
+      "start",
+      "hibernate",
       "start",
       "stop",
       "create",

@@ -5,12 +5,14 @@ import { ErrorNotice } from "./components/ErrorNotice.tsx";
 import { Layout } from "./components/Layout.tsx";
 import { Loading } from "./components/Loading.tsx";
 import { navigate, useLocation } from "./lib/router.tsx";
+import { BillingPage } from "./pages/BillingPage.tsx";
 import { BoxesPage } from "./pages/BoxesPage.tsx";
 import { BoxPage } from "./pages/BoxPage.tsx";
 import { CreateBoxPage } from "./pages/CreateBoxPage.tsx";
 import { LoginPage } from "./pages/LoginPage.tsx";
 import { NotFoundPage } from "./pages/NotFoundPage.tsx";
 import { ServersPage } from "./pages/ServersPage.tsx";
+import { SettingsPage } from "./pages/SettingsPage.tsx";
 import { TokensPage } from "./pages/TokensPage.tsx";
 
 const TITLES: Record<string, string> = {
@@ -18,6 +20,8 @@ const TITLES: Record<string, string> = {
   "/new": "Create a box",
   "/tokens": "API tokens",
   "/servers": "Servers",
+  "/billing": "Billing",
+  "/settings": "Settings",
   "/login": "Log in",
   "/signup": "Sign up",
 };
@@ -26,6 +30,8 @@ function page(path: string, admin: boolean) {
   if (path === "/") return <BoxesPage />;
   if (path === "/new") return <CreateBoxPage />;
   if (path === "/tokens") return <TokensPage />;
+  if (path === "/billing") return <BillingPage />;
+  if (path === "/settings") return <SettingsPage />;
   if (path === "/servers" && admin) return <ServersPage />;
   const box = /^\/boxes\/([^/]+)$/.exec(path);
   if (box) return <BoxPage key={box[1]} slug={decodeURIComponent(box[1]!)} />;

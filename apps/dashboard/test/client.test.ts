@@ -26,6 +26,11 @@ const box = {
   urls: null,
   env: {},
   allowedActions: ["stop"],
+  memoryFileBytes: null,
+  idleTimeoutMinutes: 30,
+  idleTimeoutCustom: false,
+  idleHibernatesAt: "2026-01-01T00:30:00.000Z",
+  publicWake: false,
   createdAt: "2026-01-01T00:00:00.000Z",
   updatedAt: "2026-01-01T00:00:00.000Z",
 };

@@ -361,6 +361,31 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     await page.locator('.page-head [data-status="running"]').waitFor();
   });
 
+  it("hibernates and resumes the box; shows when it hibernates when idle, and keeps it awake", async () => {
+    await page.getByRole("button", { name: "Hibernate", exact: true }).click();
+    await page.locator('.page-head [data-status="hibernating"]').waitFor();
+    await agent.runNext(["check_state", "remove_routes", "hibernate_vm", "teardown_network"]);
+    await page.locator('.page-head [data-status="hibernated"]').waitFor();
+    expect(await page.getByTestId("idle-text").textContent()).toContain("48 MB of saved memory");
+    expect(await page.getByRole("button", { name: "Hibernate", exact: true }).isDisabled()).toBe(true);
+    await screenshot("box-hibernated");
+    await page.getByRole("button", { name: "Resume", exact: true }).click();
+    await agent.runNext(["check_state", "setup_network", "resume_vm", "wait_ready", "add_routes"]);
+    await page.locator('.page-head [data-status="running"]').waitFor();
+    expect(await page.getByTestId("idle-text").textContent()).toBe("Never hibernates when idle.");
+
+    // The owner sets a default idle timeout (as the CLI would): the page follows the stream.
+    const owner = new TestClient(cp.url);
+    expect((await owner.post("/api/v1/auth/login", { email: EMAIL, password: PASSWORD })).status).toBe(200);
+    expect((await owner.request("PATCH", "/api/v1/me/idle", { idleTimeoutMinutes: 30 })).status).toBe(200);
+    await page.getByText(/Hibernates in (29|30) min unless it is used\./).waitFor();
+    await page.getByRole("button", { name: "Keep awake", exact: true }).click();
+    await page.getByText("Hibernates in 30 min unless it is used.").waitFor();
+    await screenshot("box-idle");
+    await owner.request("PATCH", "/api/v1/me/idle", { idleTimeoutMinutes: null });
+    await page.getByText("Never hibernates when idle.").waitFor();
+  });
+
   it("asks before a reset, and Escape cancels it", async () => {
     const reset = page.getByRole("button", { name: "Reset", exact: true });
     await reset.click();

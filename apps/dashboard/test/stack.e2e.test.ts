@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { signedInClient, TestClient } from "../../api/test/support/client.ts";
 import { buildCli, cliHome } from "../../cli/test/support/cli.ts";
 import { hasChromium, launchBrowser, type TestBrowser } from "./support/browser.ts";
 
@@ -309,4 +310,23 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
     }
     expect((await page.request.delete("/api/v1/boxes/git-box", asDashboard())).status()).toBe(202);
   }, 900_000);
+
+  it("after a database reset, make up registers server local again and says up only once it heartbeats", async () => {
+    await stack.stopLocalStack();
+    // The control plane's PGlite directory goes; the agent's images and golden snapshot stay.
+    await rm(path.join(data, "api"), { recursive: true, force: true });
+    await stack.startLocalStack();
+    const admin = new TestClient(settings.API_URL);
+    expect(
+      (await admin.post("/api/v1/auth/login", { email: settings.ADMIN_EMAIL, password: adminPassword }))
+        .status,
+    ).toBe(200);
+    const server = (await admin.get(`/api/v1/servers/${settings.SERVER_NAME}`)).body;
+    expect(server.status).toBe("active");
+    expect(server.lastHeartbeatAt).not.toBeNull();
+    // As a new user would try it: before the fix this was 503 no_capacity, forever.
+    const user = await signedInClient(settings.API_URL, "after-reset");
+    const created = await user.post("/api/v1/boxes", { template: "minimal", name: "after-reset" });
+    expect(created.status, JSON.stringify(created.body)).toBe(202);
+  }, 600_000);
 });

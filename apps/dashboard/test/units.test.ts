@@ -5,7 +5,8 @@ import { putBox, putJob } from "../src/api/cache.ts";
 import { keys } from "../src/api/keys.ts";
 import { appendLines, EMPTY_LOG, formatLogLine, keepColoursOnly, sourceColour } from "../src/lib/box-log.ts";
 import { jobLogLines } from "../src/lib/job-log.ts";
-import { formatAge, formatDuration, formatExpiry } from "../src/lib/time.ts";
+import { formatBytes } from "../src/lib/labels.ts";
+import { formatAge, formatDuration, formatExpiry, minutesUntil } from "../src/lib/time.ts";
 
 const box = (slug: string, status: Box["status"] = "running"): Box => ({
   slug,
@@ -19,7 +20,13 @@ const box = (slug: string, status: Box["status"] = "running"): Box => ({
   ip: null,
   urls: null,
   env: {},
+  repo: null,
   allowedActions: [],
+  memoryFileBytes: null,
+  idleTimeoutMinutes: null,
+  idleTimeoutCustom: false,
+  idleHibernatesAt: null,
+  publicWake: false,
   createdAt: "2026-01-01T00:00:00.000Z",
   updatedAt: "2026-01-01T00:00:00.000Z",
 });
@@ -152,5 +159,22 @@ describe("box log buffer", () => {
     );
     expect(sourceColour("bench")).not.toBe(sourceColour("console"));
     expect(formatLogLine(line(1, "console", "plain"), 0)).toBe("\x1b[2mconsole\x1b[0m \x1b[2m│\x1b[0m plain");
+  });
+});
+
+describe("idle and hibernation labels", () => {
+  it("minutes until hibernation round up and stop at 0", () => {
+    const at = Date.UTC(2026, 0, 1, 12, 0, 0);
+    const iso = new Date(at + 12 * 60_000).toISOString();
+    expect(minutesUntil(iso, at)).toBe(12);
+    expect(minutesUntil(iso, at + 60_000 + 1)).toBe(11);
+    expect(minutesUntil(iso, at + 11 * 60_000 + 30_000)).toBe(1);
+    expect(minutesUntil(iso, at + 13 * 60_000)).toBe(0);
+  });
+
+  it("saved memory sizes read as people read them", () => {
+    expect(formatBytes(512)).toBe("512 B");
+    expect(formatBytes(48 * 1024 * 1024)).toBe("48 MB");
+    expect(formatBytes(1536 * 1024 * 1024)).toBe("1.5 GB");
   });
 });

@@ -14,6 +14,8 @@ export const BoxJobPayload = z.object({
   owner: z.string(),
   /** Site URL is public unless false; code and dev ports are always owner-only. */
   sitePublic: z.boolean().default(true),
+  /** Anyone's request to the public site may wake the box from hibernation (else only the owner's). */
+  publicWake: z.boolean().default(false),
 });
 export type BoxJobPayload = z.infer<typeof BoxJobPayload>;
 
@@ -25,10 +27,13 @@ export type TemplateJobPayload = z.infer<typeof TemplateJobPayload>;
 
 /** What a template's golden snapshot is on a host (heartbeats, the control plane's table). */
 export const GOLDEN_STATUSES = ["missing", "building", "ready", "stale", "failed"] as const;
+export type GoldenStatus = (typeof GOLDEN_STATUSES)[number];
 
 /** create, start, stop, reset: the box's address on its host, which the control plane records. */
 const BoxJobResult = z.object({ ip: z.ipv4() });
 const DeleteJobResult = z.object({});
+/** hibernate: the address it keeps and the size of the memory file it left on the host. */
+const HibernateJobResult = BoxJobResult.extend({ memoryFileBytes: z.number().int().nonnegative() });
 const GoldenJobResult = z.object({
   template: z.string(),
   version: z.string(),
@@ -70,6 +75,7 @@ export const JobSpec = z.discriminatedUnion("action", [
   z.object({ action: z.literal("stop"), payload: BoxJobPayload }),
   z.object({ action: z.literal("reset"), payload: BoxJobPayload }),
   z.object({ action: z.literal("delete"), payload: BoxJobPayload }),
+  z.object({ action: z.literal("hibernate"), payload: BoxJobPayload }),
   z.object({ action: z.literal("build_golden"), payload: TemplateJobPayload }),
   z.object({ action: z.literal("build_image"), payload: TemplateJobPayload }),
 ]);
@@ -80,6 +86,7 @@ export const JobSuccess = z.discriminatedUnion("action", [
   z.object({ action: z.literal("stop"), ok: z.literal(true), data: BoxJobResult }),
   z.object({ action: z.literal("reset"), ok: z.literal(true), data: BoxJobResult }),
   z.object({ action: z.literal("delete"), ok: z.literal(true), data: DeleteJobResult }),
+  z.object({ action: z.literal("hibernate"), ok: z.literal(true), data: HibernateJobResult }),
   z.object({ action: z.literal("build_golden"), ok: z.literal(true), data: GoldenJobResult }),
   z.object({ action: z.literal("build_image"), ok: z.literal(true), data: ImageJobResult }),
 ]);
@@ -183,7 +190,8 @@ export type JobEvent = z.infer<typeof JobEvent>;
 export const JobEventsRequest = z.strictObject({ events: z.array(JobEvent).min(1).max(500) });
 export const JobEventsResponse = z.object({ applied: z.number().int(), lastSeq: z.number().int() });
 
-export const VM_STATES = ["running", "stopped", "exited", "gone"] as const;
+/** hibernated: no VMM, a complete memory file on the host that a start resumes. */
+export const VM_STATES = ["running", "stopped", "hibernated", "exited", "gone"] as const;
 export type VmState = (typeof VM_STATES)[number];
 
 export const Heartbeat = z.strictObject({
@@ -195,7 +203,15 @@ export const Heartbeat = z.strictObject({
     diskGb: z.number().int().nonnegative(),
   }),
   vms: z
-    .array(z.object({ slug: z.string(), state: z.enum(VM_STATES), ip: z.string().nullable() }))
+    .array(
+      z.object({
+        slug: z.string(),
+        state: z.enum(VM_STATES),
+        ip: z.string().nullable(),
+        /** Last request or open connection the host's edge saw for the box (idle hibernation). */
+        lastActiveAt: z.iso.datetime({ offset: true }).nullable().optional(),
+      }),
+    )
     .max(10_000),
   golden: z.record(
     z.string(),

@@ -145,6 +145,8 @@ export const Server = z.object({
   name: z.string(),
   domain: z.string(),
   status: z.enum(SERVER_STATUSES),
+  /** Why the server is `broken`: the failing task of its last play. */
+  statusMessage: z.string().nullable(),
   backend: z.enum(BACKENDS),
   capacity: z.object({ vcpu: z.number(), memoryMb: z.number(), diskGb: z.number() }),
   used: z.object({ vcpu: z.number(), memoryMb: z.number(), diskGb: z.number() }),

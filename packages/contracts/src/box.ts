@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { RepoFullName } from "./github.ts";
 import { BOX_ACTIONS, type BoxAction, JobErrorCode } from "./job.ts";
 import { Slug } from "./slug.ts";
 
@@ -8,12 +9,14 @@ export type DesiredState = (typeof DESIRED_STATES)[number];
 
 /** What the platform last observed (or is doing). */
 export const BOX_STATUSES = [
-  "pending", // accepted, job not yet picked up
-  "creating",
+  "creating", // from the create request on, until the box first runs
   "starting",
   "running",
   "stopping",
   "stopped",
+  "hibernating",
+  /** Memory saved on the host, VMM gone: `start` resumes its processes where they were. */
+  "hibernated",
   "resetting",
   "deleting",
   "deleted",
@@ -26,12 +29,14 @@ export type BoxStatus = (typeof BOX_STATUSES)[number];
 
 /** Which user action is allowed in which observed state. `create` is only ever the first job. */
 const ALLOWED: Record<BoxStatus, readonly BoxAction[]> = {
-  pending: ["delete"],
   creating: ["delete"],
   starting: ["delete"],
-  running: ["stop", "reset", "delete"],
+  running: ["stop", "hibernate", "reset", "delete"],
   stopping: ["delete"],
   stopped: ["start", "reset", "delete"],
+  hibernating: ["delete"],
+  // stop discards the saved memory (the disks stay), reset and delete discard it too.
+  hibernated: ["start", "stop", "reset", "delete"],
   resetting: ["delete"],
   deleting: [],
   deleted: [],
@@ -54,6 +59,7 @@ export const IN_FLIGHT_STATUS: Record<BoxAction, BoxStatus> = {
   stop: "stopping",
   reset: "resetting",
   delete: "deleting",
+  hibernate: "hibernating",
 };
 
 /** Status after the job for `action` succeeded, and the desired state the action sets. */
@@ -63,6 +69,7 @@ export const SETTLED_STATUS: Record<BoxAction, BoxStatus> = {
   stop: "stopped",
   reset: "running",
   delete: "deleted",
+  hibernate: "hibernated",
 };
 export const DESIRED_AFTER: Record<BoxAction, DesiredState> = {
   create: "running",
@@ -70,6 +77,8 @@ export const DESIRED_AFTER: Record<BoxAction, DesiredState> = {
   stop: "stopped",
   reset: "running",
   delete: "deleted",
+  // Not running: nothing restarts it by itself; a start (or a wake) resumes it.
+  hibernate: "stopped",
 };
 
 export const BOX_SIZES = {
@@ -87,7 +96,7 @@ export interface BoxUrls {
   devPort: string;
 }
 
-/** The URL scheme of architecture.md: site, code-server and dev-port hosts per box. */
+/** A box's public URLs (the host shapes in hosts.ts): site, code-server and dev-port hosts. */
 export function boxUrls(
   slug: string,
   domain: string,
@@ -141,6 +150,8 @@ export const CreateBoxRequest = z.strictObject({
   template: z.string().min(1).max(64),
   size: BoxSize.optional(),
   env: BoxEnv.optional(),
+  /** A GitHub repository (`owner/name`) you connected: the box's Git credentials are scoped to it. */
+  repo: RepoFullName.optional(),
 });
 export type CreateBoxRequest = z.infer<typeof CreateBoxRequest>;
 
@@ -159,7 +170,22 @@ export const Box = z.object({
   ip: z.string().nullable(),
   urls: z.object({ site: z.string(), code: z.string(), devPort: z.string() }).nullable(),
   env: z.record(z.string(), z.string()),
+  /** The GitHub repository the box was created from, if any. */
+  repo: z.string().nullable().default(null),
   allowedActions: z.array(z.enum(BOX_ACTIONS)),
+  /**
+   * Bytes of host disk the box's saved memory takes while it is hibernated (counted as
+   * the box's storage beside its disks); null when it has none.
+   */
+  memoryFileBytes: z.number().int().nonnegative().nullable(),
+  /** Idle timeout that applies (the box's own or its owner's default); null: never hibernates when idle. */
+  idleTimeoutMinutes: z.number().int().nullable(),
+  /** Whether the timeout is the box's own (else its owner's default). */
+  idleTimeoutCustom: z.boolean(),
+  /** When the running box hibernates unless it is used (or kept awake) before; null otherwise. */
+  idleHibernatesAt: z.string().nullable(),
+  /** Anyone's request to its public site may wake it from hibernation (else only the owner's). */
+  publicWake: z.boolean(),
   createdAt: z.string(),
   updatedAt: z.string(),
 });

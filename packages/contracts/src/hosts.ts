@@ -1,7 +1,7 @@
 import { slugProblem } from "./slug.ts";
 
 /**
- * The four public URL shapes of a box (architecture.md "Boxes"):
+ * The four public URL shapes of a box (ARCHITECTURE.md, "Edge routing"):
  *   {slug}.site.{domain}          → guest :8000 (and /socket.io/* → :9000)
  *   {slug}.code.{domain}          → guest :8888 (code-server)
  *   {port}-{slug}.code.{domain}   → guest {port}

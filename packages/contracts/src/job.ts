@@ -1,7 +1,11 @@
 import { z } from "zod";
 
-/** What a user may ask of a box; each is one agent job. */
-export const BOX_ACTIONS = ["create", "start", "stop", "reset", "delete"] as const;
+/**
+ * What a user may ask of a box; each is one agent job. `hibernate` keeps the box's memory
+ * (processes, open files) in a file on its host and stops the VMM; `start` of a hibernated
+ * box resumes that memory, and `stop` of one discards it.
+ */
+export const BOX_ACTIONS = ["create", "start", "stop", "reset", "delete", "hibernate"] as const;
 export type BoxAction = (typeof BOX_ACTIONS)[number];
 
 /** Jobs about a template on one host rather than about a box. */
@@ -90,6 +94,8 @@ export const STEP_NAMES = [
   "build_rootfs",
   "write_image",
   "snapshot_vm",
+  "hibernate_vm",
+  "resume_vm",
 ] as const;
 export type StepName = (typeof STEP_NAMES)[number];
 
@@ -111,6 +117,8 @@ export const STEP_LABELS: Record<StepName, string> = {
   build_rootfs: "Building the root filesystem",
   write_image: "Writing the disk image",
   snapshot_vm: "Taking the golden snapshot",
+  hibernate_vm: "Saving the box's memory",
+  resume_vm: "Resuming from the saved memory",
 };
 
 export const JobStep = z.object({

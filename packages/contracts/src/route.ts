@@ -24,7 +24,9 @@ export const ROUTE_TAGS = {
   logs: "Box guest logs",
   realtime: "Live changes as server-sent events",
   access: "Private box URLs",
+  billing: "Wallet, prices, top-ups and invoices",
   servers: "Hosts (administrators only)",
+  github: "GitHub: sign-in, installations, repositories, webhooks",
   agent: "The agent protocol (host agents only)",
 } as const;
 export type RouteTag = keyof typeof ROUTE_TAGS;
@@ -46,7 +48,7 @@ export interface Route<
   auth: RouteAuth;
   /**
    * Refusals particular to this route (statuses of `ERROR_STATUS`, packages/contracts/src/errors.ts),
-   * besides those every route of its kind can give (route-docs.ts).
+   * besides those every route of its kind can give (`routeErrors` below).
    */
   errors: readonly number[];
   params: P;
@@ -184,9 +186,10 @@ export function routeSecurity(auth: RouteAuth): Partial<Record<Scheme, string[]>
 const ERROR_MEANING: Record<number, string> = {
   400: "The request is malformed or fails validation (`bad_request`, `validation_failed`).",
   401: "No valid credential: not signed in, or the token is unknown, expired or revoked (`unauthorized`).",
+  402: "The wallet has no credit left; top up first (`payment_required`).",
   403: "Not allowed (`forbidden`): administrators only, a per-user quota, or a cookie-authenticated change that is not JSON from the control plane's own origin.",
   404: "No such resource, or not yours: the two answer alike (`not_found`).",
-  409: "Conflicts with the resource's current state (`conflict`).",
+  409: "Conflicts with the resource's current state (`conflict`), or needs something this deployment has not configured (`not_configured`).",
   413: "The body is too large (`payload_too_large`).",
   415: "The body is not JSON (`bad_request`).",
   431: "The URL or the headers are too large (`bad_request`); Node refuses them before any route.",

@@ -28,9 +28,23 @@ import {
   TemplateList,
   TokenList,
 } from "./api.ts";
+import { WalletEvent } from "./billing.ts";
+import { billingRoutes } from "./billing-routes.ts";
 import { Box, CreateBoxRequest, UpdateBoxRequest } from "./box.ts";
+import {
+  GitHubCallbackQuery,
+  GitHubConnect,
+  GitHubConnectRequest,
+  GitHubRepoList,
+  GitHubSetupQuery,
+  GitHubSignInQuery,
+  GitHubStatus,
+  GitHubWebhookAck,
+} from "./github.ts";
+import { IdleDefault, SetBoxIdleRequest, SetIdleDefaultRequest, WakeRequest, WakeResponse } from "./idle.ts";
 import { Job } from "./job.ts";
 import { LogBatch, LogBatchAck, LogLine, LogsPage, LogsQuery } from "./logs.ts";
+import { playRoutes } from "./play-routes.ts";
 import { type HttpMethod, NoContent, route } from "./route.ts";
 
 /**
@@ -152,7 +166,7 @@ export const routes = {
     tag: "boxes",
     auth: "user",
     // 403: box quota reached; 409: name taken; 429: create rate; 503: no server can take it.
-    errors: [409, 429, 503],
+    errors: [402, 409, 429, 503],
     body: CreateBoxRequest,
     responses: { 202: BoxWithJob },
   }),
@@ -175,7 +189,20 @@ export const routes = {
     body: UpdateBoxRequest,
     responses: { 200: Box },
   }),
-  startBox: boxAction("POST", "/api/v1/boxes/:slug/start", "Start a stopped box"),
+  // 402: the owner's wallet is empty.
+  startBox: {
+    ...boxAction(
+      "POST",
+      "/api/v1/boxes/:slug/start",
+      "Start a stopped box, or resume a hibernated one where it was",
+    ),
+    errors: [402, 409],
+  },
+  hibernateBox: boxAction(
+    "POST",
+    "/api/v1/boxes/:slug/hibernate",
+    "Hibernate a running box: its memory is kept on its host and a start resumes it",
+  ),
   stopBox: boxAction("POST", "/api/v1/boxes/:slug/stop", "Stop a running box (its disk is kept)"),
   resetBox: boxAction(
     "POST",
@@ -183,6 +210,34 @@ export const routes = {
     "Reset a box to its template (its data volume is kept)",
   ),
   deleteBox: boxAction("DELETE", "/api/v1/boxes/:slug", "Delete a box and everything on it"),
+  setBoxIdle: route({
+    method: "PATCH",
+    path: "/api/v1/boxes/:slug/idle",
+    summary: "Set a box's idle timeout (null: its owner's default; 0: never) and who may wake it",
+    tag: "boxes",
+    auth: "user",
+    params: SlugParams,
+    body: SetBoxIdleRequest,
+    responses: { 200: Box },
+  }),
+  keepBoxAwake: route({
+    method: "POST",
+    path: "/api/v1/boxes/:slug/keep-awake",
+    summary: "Count the box as used now: its idle timer starts again",
+    tag: "boxes",
+    auth: "user",
+    params: SlugParams,
+    responses: { 200: Box },
+  }),
+  setIdleDefault: route({
+    method: "PATCH",
+    path: "/api/v1/me/idle",
+    summary: "Set the signed-in user's idle timeout for boxes without their own (null or 0: never)",
+    tag: "auth",
+    auth: "user",
+    body: SetIdleDefaultRequest,
+    responses: { 200: IdleDefault },
+  }),
   listBoxJobs: route({
     method: "GET",
     path: "/api/v1/boxes/:slug/jobs",
@@ -215,10 +270,11 @@ export const routes = {
   streamEvents: route({
     method: "GET",
     path: "/api/v1/events",
-    summary: "Follow your team's box and job changes: `box` and `job` events",
+    summary:
+      "Follow your team's box and job changes and your wallet's warnings: `box`, `job` and `wallet` events",
     tag: "realtime",
     auth: "user",
-    events: { box: Box, job: Job },
+    events: { box: Box, job: Job, wallet: WalletEvent },
   }),
   openBoxAccess: route({
     method: "GET",
@@ -300,6 +356,84 @@ export const routes = {
     responses: { 202: Job },
   }),
 
+  ...billingRoutes,
+  getGitHub: route({
+    method: "GET",
+    path: "/api/v1/github",
+    summary: "Your GitHub connection: linked account, installations, repositories",
+    tag: "github",
+    auth: "user",
+    responses: { 200: GitHubStatus },
+  }),
+  listGitHubRepos: route({
+    method: "GET",
+    path: "/api/v1/github/repos",
+    summary: "Repositories your connected installations can reach (what a box can be created from)",
+    tag: "github",
+    auth: "user",
+    responses: { 200: GitHubRepoList },
+  }),
+  connectGitHub: route({
+    method: "POST",
+    path: "/api/v1/github/connect",
+    summary: "A link to install the GitHub App on your account or an organisation (signed, expires)",
+    tag: "github",
+    auth: "user",
+    // 404: no GitHub App configured; 409: GitHub is not linked yet; 503: GitHub unreachable.
+    errors: [404, 409, 503],
+    body: GitHubConnectRequest,
+    responses: { 200: GitHubConnect },
+  }),
+  unlinkGitHub: route({
+    method: "DELETE",
+    path: "/api/v1/github/account",
+    summary: "Unlink your GitHub account (your doppio account stays); boxes get no new tokens",
+    tag: "github",
+    auth: "user",
+    errors: [409],
+    responses: { 204: NoContent },
+  }),
+  githubSetup: route({
+    method: "GET",
+    path: "/api/v1/github/setup",
+    summary:
+      "The GitHub App's setup URL: records the installation you just made (checked with your GitHub token)",
+    tag: "github",
+    auth: "user-or-redirect",
+    errors: [403, 404, 409, 503],
+    query: GitHubSetupQuery,
+    responses: { 302: NoContent },
+  }),
+  githubSignIn: route({
+    method: "GET",
+    path: "/api/v1/auth/github",
+    summary: "Start signing in with GitHub (or, signed in, linking it): redirects to GitHub",
+    tag: "github",
+    auth: "none",
+    query: GitHubSignInQuery,
+    responses: { 302: NoContent },
+  }),
+  githubCallback: route({
+    method: "GET",
+    path: "/api/v1/auth/github/callback",
+    summary: "GitHub's OAuth callback: signs in or links, then redirects to the dashboard",
+    tag: "github",
+    auth: "none",
+    query: GitHubCallbackQuery,
+    responses: { 302: NoContent },
+  }),
+  githubWebhook: route({
+    method: "POST",
+    path: "/api/v1/github/webhooks",
+    summary: "GitHub App webhooks (signed with X-Hub-Signature-256; de-duplicated by X-GitHub-Delivery)",
+    tag: "github",
+    auth: "none",
+    // 401: bad signature; 404: no GitHub App configured.
+    errors: [401, 404],
+    responses: { 200: GitHubWebhookAck },
+  }),
+  ...playRoutes,
+
   // The agent protocol: outbound-only from the host, bearer = the server's agent token.
   claimJobs: route({
     method: "POST",
@@ -339,6 +473,17 @@ export const routes = {
     params: z.object({ slug: z.string().min(1).max(200) }),
     body: GitCredentialRequest,
     responses: { 200: GitCredential },
+  }),
+  wakeBox: route({
+    method: "POST",
+    path: "/agent/v1/boxes/:slug/wake",
+    summary: "Resume a hibernated box on this host that an allowed request reached",
+    tag: "agent",
+    auth: "agent",
+    errors: [409],
+    params: SlugParams,
+    body: WakeRequest,
+    responses: { 202: WakeResponse },
   }),
   shipBoxLogs: route({
     method: "POST",

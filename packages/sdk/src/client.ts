@@ -11,6 +11,7 @@ import {
   type Routes,
   routes,
   routeUrl,
+  type SetBoxIdleRequest,
 } from "@doppio/contracts";
 import { ApiError, NetworkError, StreamBrokenError, UnexpectedAnswerError } from "./errors.ts";
 import { parseSse } from "./sse.ts";
@@ -191,6 +192,14 @@ export class DoppioClient {
     this.request("updateBox", { params: { slug }, body: { env } }, opts);
   startBox = (slug: string, opts?: CallOptions) => this.request("startBox", { params: { slug } }, opts);
   stopBox = (slug: string, opts?: CallOptions) => this.request("stopBox", { params: { slug } }, opts);
+  hibernateBox = (slug: string, opts?: CallOptions) =>
+    this.request("hibernateBox", { params: { slug } }, opts);
+  keepBoxAwake = (slug: string, opts?: CallOptions) =>
+    this.request("keepBoxAwake", { params: { slug } }, opts);
+  setBoxIdle = (slug: string, body: SetBoxIdleRequest, opts?: CallOptions) =>
+    this.request("setBoxIdle", { params: { slug }, body }, opts);
+  setIdleDefault = (idleTimeoutMinutes: number | null, opts?: CallOptions) =>
+    this.request("setIdleDefault", { body: { idleTimeoutMinutes } }, opts);
   resetBox = (slug: string, opts?: CallOptions) => this.request("resetBox", { params: { slug } }, opts);
   deleteBox = (slug: string, opts?: CallOptions) => this.request("deleteBox", { params: { slug } }, opts);
   jobs = async (slug: string, opts?: CallOptions) =>
@@ -204,4 +213,10 @@ export class DoppioClient {
     await this.request("revokeToken", { params: { id } }, opts);
   };
   servers = async (opts?: CallOptions) => (await this.request("listServers", {}, opts)).servers;
+  github = (opts?: CallOptions) => this.request("getGitHub", {}, opts);
+  githubRepos = async (opts?: CallOptions) => (await this.request("listGitHubRepos", {}, opts)).repositories;
+  connectGitHub = (opts?: CallOptions) => this.request("connectGitHub", { body: {} }, opts);
+  unlinkGitHub = async (opts?: CallOptions) => {
+    await this.request("unlinkGitHub", {}, opts);
+  };
 }

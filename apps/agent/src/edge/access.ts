@@ -11,7 +11,7 @@ import {
 } from "@doppio/access-token";
 import { EdgeError } from "./errors.ts";
 
-export { AUTH_PATH, COOKIE_TTL_SECONDS, HANDOFF_TTL_SECONDS } from "@doppio/access-token";
+export { AUTH_PATH } from "@doppio/access-token";
 export const ACCESS_COOKIE = "doppio_access";
 const KEY_FILE = "edge-cookie.key";
 const KEY_BYTES = 32;
@@ -63,7 +63,7 @@ export interface AccessDeps {
 }
 
 /** The edge's persistent memory; times are seconds since the epoch. */
-export interface AccessLedger {
+interface AccessLedger {
   /** Marks a hand-off token id spent; false if it already was. */
   spend(jti: string, exp: number, nowSec: number): boolean;
   endSessions(sids: readonly string[], until: number): void;
@@ -158,7 +158,7 @@ function expectation(p: Principal) {
   return { sub: p.slug, usr: p.owner, aud: p.aud, hst: p.host };
 }
 
-export function cookieValues(header: string, name: string): string[] {
+function cookieValues(header: string, name: string): string[] {
   const out: string[] = [];
   for (const part of header.split(";")) {
     const eq = part.indexOf("=");

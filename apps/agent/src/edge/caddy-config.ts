@@ -10,7 +10,7 @@ import { ASK_PATH, CHECK_PATH } from "./plugin.ts";
  * host on any config change.
  */
 
-export type EdgeTls =
+type EdgeTls =
   /** Local/test: plain HTTP on one port, automatic HTTPS off. */
   | { mode: "http"; listen: string }
   /** Production: HTTPS; wildcard certs by DNS-01 when a Cloudflare token is set, else on-demand. */
@@ -40,8 +40,8 @@ export interface EdgeConfigOptions {
   storageDir?: string;
 }
 
-export const SERVER_NAME = "doppio";
-export const FINGERPRINT_PREFIX = "doppio-edge-";
+const SERVER_NAME = "doppio";
+const FINGERPRINT_PREFIX = "doppio-edge-";
 const UPSTREAM = "X-Doppio-Upstream";
 type Json = Record<string, unknown>;
 
@@ -64,7 +64,7 @@ export function buildEdgeConfig(opts: EdgeConfigOptions): Json {
 }
 
 /** sha256 over canonical JSON (sorted keys), first 16 hex chars. */
-export function fingerprint(value: unknown): string {
+function fingerprint(value: unknown): string {
   return createHash("sha256").update(canonicalJson(value)).digest("hex").slice(0, 16);
 }
 

@@ -18,6 +18,8 @@ export interface EdgeRequest {
 export type Decision =
   | { kind: "pass"; upstream: string; box: BoxHost }
   | { kind: "page"; page: Page; reason: string }
+  /** A hibernated box this request may wake: ask for a resume, answer 503 + Retry-After. */
+  | { kind: "wake"; slug: string; page: Page; html: boolean; reason: "waking" }
   | { kind: "redirect"; location: string; setCookie: string | null; reason: string };
 
 export interface DecideDeps {
@@ -55,8 +57,13 @@ export function decide(req: EdgeRequest, deps: DecideDeps): Decision {
   }
 
   const isPrivate = box.kind !== "site" || !route.sitePublic;
-  if (isPrivate && !deps.access.cookieAllows(req.cookie, principal)) {
-    const wantsPage = req.method === "GET" && (req.accept ?? "").includes("text/html");
+  const wantsPage = req.method === "GET" && (req.accept ?? "").includes("text/html");
+  let owner: boolean | undefined;
+  const isOwner = () => {
+    owner ??= deps.access.cookieAllows(req.cookie, principal);
+    return owner;
+  };
+  if (isPrivate && !isOwner()) {
     if (deps.signInUrl && wantsPage) {
       const location = deps.signInUrl({ slug: box.slug, host: req.host, uri: req.uri });
       return { kind: "redirect", location, setCookie: null, reason: "sign_in" };
@@ -64,6 +71,20 @@ export function decide(req: EdgeRequest, deps: DecideDeps): Decision {
     return { kind: "page", page: pages.signInRequired(), reason: "sign_in" };
   }
 
+  if (route.state === "hibernated") {
+    // Past the check above a private URL's caller is the owner; a public site wakes for
+    // anyone only when its box says so, else for its owner (a cookie from the dashboard).
+    if ((route.publicWake === true && !isPrivate) || isOwner()) {
+      return {
+        kind: "wake",
+        slug: box.slug,
+        page: pages.waking(box.slug),
+        html: wantsPage,
+        reason: "waking",
+      };
+    }
+    return { kind: "page", page: pages.hibernated(box.slug), reason: "hibernated" };
+  }
   if (route.state !== "running") return { kind: "page", page: pages.stopped(box.slug), reason: "stopped" };
   const port = guestPort(box, path);
   const upstream = route.upstream(port);

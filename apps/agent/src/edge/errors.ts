@@ -1,6 +1,6 @@
 import { CodedError } from "../coded-error.ts";
 
-export const EDGE_ERROR_CODES = [
+const EDGE_ERROR_CODES = [
   /** The Caddy admin API could not be reached at all. */
   "caddy_unreachable",
   /** The admin API answered with a non-2xx status. */

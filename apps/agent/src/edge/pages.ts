@@ -18,7 +18,10 @@ h1{font-size:1.4rem}code{background:#f3f3f3;padding:0 .25rem}</style></head>
   return { status, html };
 }
 
-export function escapeHtml(s: string): string {
+/** What the waking page and the API clients' `Retry-After` ask for: a resume takes about this long. */
+export const WAKE_RETRY_SECONDS = 2;
+
+function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
@@ -31,6 +34,22 @@ export const pages = {
       "This box is stopped",
       `<p>The box <code>${escapeHtml(slug)}</code> is stopped. Start it from the dashboard and reload this page.</p>`,
     ),
+  hibernated: (slug: string) =>
+    page(
+      503,
+      "This box is hibernated",
+      `<p>The box <code>${escapeHtml(slug)}</code> is hibernated. Its owner can wake it by opening it from the dashboard.</p>`,
+    ),
+  /** Reloads itself until the box answers (the edge has asked the control plane to resume it). */
+  waking: (slug: string) => ({
+    ...page(
+      503,
+      "Waking up",
+      `<p>The box <code>${escapeHtml(slug)}</code> is waking up from hibernation. This page reloads by itself.</p>
+<script>setTimeout(function(){location.reload()},${WAKE_RETRY_SECONDS * 1000})</script>
+<noscript><meta http-equiv="refresh" content="${WAKE_RETRY_SECONDS}"></noscript>`,
+    ),
+  }),
   portClosed: (port: number) =>
     page(502, "Port not reachable", `<p>Nothing on this box is reachable on port <code>${port}</code>.</p>`),
   signInRequired: () =>

@@ -1,12 +1,18 @@
 import { parseBoxHost } from "@doppio/contracts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { type DecideDeps, decide } from "./decide.ts";
+import { WAKE_RETRY_SECONDS } from "./pages.ts";
 
 export const CHECK_PATH = "/edge/check";
 export const ASK_PATH = "/tls/ask";
-export const UPSTREAM_HEADER = "x-doppio-upstream";
+const UPSTREAM_HEADER = "x-doppio-upstream";
 
-export type EdgePluginOptions = DecideDeps;
+export interface EdgePluginOptions extends DecideDeps {
+  /** Told of every request the edge passes to a box (idle tracking). */
+  activity?: { touch(slug: string): void };
+  /** Asked to resume a hibernated box an allowed request reached (rate limited by the waker). */
+  wake?: (slug: string) => void;
+}
 
 const HOSTNAME =
   /^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/i;
@@ -35,7 +41,19 @@ export async function edgePlugin(app: FastifyInstance, opts: EdgePluginOptions):
     );
     reply.header("cache-control", "no-store");
     if (decision.kind === "pass") {
+      opts.activity?.touch(decision.box.slug);
       return reply.code(200).header(UPSTREAM_HEADER, decision.upstream).send();
+    }
+    if (decision.kind === "wake") {
+      opts.wake?.(decision.slug);
+      reply.code(503).header("retry-after", String(WAKE_RETRY_SECONDS));
+      if (decision.html) return reply.type("text/html; charset=utf-8").send(decision.page.html);
+      return reply.type("application/json").send({
+        error: {
+          code: "waking",
+          message: `box ${decision.slug} is waking up; retry after ${WAKE_RETRY_SECONDS} s`,
+        },
+      });
     }
     req.log.debug({ host: h["x-forwarded-host"], reason: decision.reason }, "edge refused");
     if (decision.kind === "redirect") {

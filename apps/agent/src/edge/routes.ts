@@ -2,12 +2,15 @@ import type { Upstream } from "../vmm/executor.ts";
 
 /** What the edge needs to know about one box on this host. The agent core keeps it current. */
 export interface BoxRoute {
-  state: "running" | "stopped";
+  /** hibernated: its memory is saved on this host; an allowed request wakes it (decide.ts). */
+  state: "running" | "stopped" | "hibernated";
   /** Where a guest port is reachable from the host (`host:port`), or null if it is not. */
   upstream: Upstream;
   /** User id of the box's owner: only they pass for code-server, dev ports and a private site. */
   owner: string;
   sitePublic: boolean;
+  /** Whether anyone's request to its public site may wake it from hibernation (else only the owner's). */
+  publicWake?: boolean;
 }
 
 /** Read side used on every request; must be cheap (an in-memory map, not a DB query). */

@@ -33,6 +33,8 @@ export interface ApiDeps {
   enqueueGoldenBuild(template: string): string;
   /** The edge's routes Caddy calls on loopback (edge/plugin.ts); mounted outside the bearer scope. */
   edge?: EdgePluginOptions | undefined;
+  /** When the control plane last accepted a heartbeat (provisioning waits for one after a deploy). */
+  lastHeartbeatAt?: () => Date | null;
 }
 
 const BuildBody = z.strictObject({ template: z.string().min(1) });
@@ -66,7 +68,12 @@ export async function buildApi(d: ApiDeps): Promise<FastifyInstance> {
   });
   app.setNotFoundHandler((_req, reply) => sendError(reply, "not_found", "not found"));
 
-  app.get("/health", async () => ({ ok: true, version: AGENT_VERSION, backend: d.config.backend }));
+  app.get("/health", async () => ({
+    ok: true,
+    version: AGENT_VERSION,
+    backend: d.config.backend,
+    lastHeartbeatAt: d.lastHeartbeatAt?.()?.toISOString() ?? null,
+  }));
 
   if (d.edge) await app.register(edgePlugin, d.edge);
 

@@ -14,12 +14,12 @@ import { type ImageStore, type ImageVersion, versionName } from "./store.ts";
 export const REPO_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
 
 /** Exit status the recipe scripts use for "this host cannot reach a network it needs". */
-export const EXIT_NETWORK_UNREACHABLE = 3;
+const EXIT_NETWORK_UNREACHABLE = 3;
 /**
  * Exit status for "a toolchain requirement cannot be met" (e.g. a Frappe branch needs a Node
  * or Python the image cannot get); the recipe's last stderr line naming the toolchain says which.
  */
-export const EXIT_TOOLCHAIN_UNSUPPORTED = 4;
+const EXIT_TOOLCHAIN_UNSUPPORTED = 4;
 
 /** The recipe's refusal behind an EXIT_TOOLCHAIN_UNSUPPORTED: its last stderr line about the toolchain. */
 function refusal(stderrLines: string[]): string | undefined {

@@ -1,6 +1,6 @@
 import { CodedError } from "../coded-error.ts";
 
-export const IMAGE_ERROR_CODES = [
+const IMAGE_ERROR_CODES = [
   "unknown_template",
   /** The recipe needs a network (PyPI, GitHub) this host cannot reach; nothing was built. */
   "network_unreachable",

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { ImageError } from "./errors.ts";
 
 /** What `manifest.json` in a version directory records (written by the recipe scripts). */
-export interface ImageManifest {
+interface ImageManifest {
   template: string;
   inputsHash: string;
   builtAt: string;
@@ -23,7 +23,7 @@ export interface ImageVersion {
 const IMAGE_FILES = ["vmlinuz", "initrd.img", "rootfs.qcow2"] as const;
 const VERSION_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$/;
 
-export function checkImageVersion(version: string): void {
+function checkImageVersion(version: string): void {
   if (!VERSION_RE.test(version)) throw new ImageError("invalid_version", `bad image version ${version}`);
 }
 

@@ -17,7 +17,7 @@ import type { IpPool } from "../store/ip-pool.ts";
 import type { Executor, HostNetwork, StepReporter, TemplateSpec } from "../vmm/executor.ts";
 
 /** The write side of the edge's route table (MemoryRouteTable implements it). */
-export interface RouteWriter {
+interface RouteWriter {
   get(slug: string): BoxRoute | undefined;
   set(slug: string, route: BoxRoute): void;
   delete(slug: string): boolean;

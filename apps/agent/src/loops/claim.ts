@@ -40,7 +40,6 @@ export class ClaimLoop extends BackgroundLoop {
         action: j.action,
         box: j.box,
         payload: j.payload,
-        cpAttempt: j.attempt,
         receivedAt: this.d.clock.now().toISOString(),
       });
       // Acknowledge at once (the control plane's delivery lease ends with the first event),

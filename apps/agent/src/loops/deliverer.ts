@@ -16,7 +16,7 @@ const IDLE_RECHECK_MS = 5_000;
  * would otherwise be retried forever: those rows are set aside and logged.
  */
 /** Finished, delivered jobs stay in the agent's store this long (for `/vms` and debugging). */
-export const JOB_RETENTION_MS = 24 * 3600_000;
+const JOB_RETENTION_MS = 24 * 3600_000;
 const PRUNE_EVERY_MS = 60_000;
 
 export class Deliverer extends BackgroundLoop {

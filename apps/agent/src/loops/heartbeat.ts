@@ -25,18 +25,28 @@ export interface HeartbeatDeps {
   store: JobStore;
   cp: ControlPlane;
   log: Logger;
+  /** The edge's record of box use: sampled before each heartbeat, reported per box. */
+  activity?: { sample(): Promise<void>; lastActiveAt(slug: string): number | null } | null;
   /** Sees every answer (the edge takes the control plane's access key from it). */
   onResponse?: (res: HeartbeatResponse) => void;
 }
 
 /** The host's truth for the control plane: inventory, capacity, golden status, held jobs. */
-export async function buildHeartbeat(d: HeartbeatDeps): Promise<Heartbeat> {
+async function buildHeartbeat(d: HeartbeatDeps): Promise<Heartbeat> {
   const ips = new Map(d.ipPool.all().map((a) => [a.slug, a.ip]));
-  const vms = (await d.executor.list()).map((v) => ({
-    slug: v.slug,
-    state: v.state,
-    ip: ips.get(v.slug) ?? null,
-  }));
+  const activity = d.activity ?? null;
+  await activity
+    ?.sample()
+    .catch((err: unknown) => d.log.warn({ err }, "sampling open box connections failed"));
+  const vms = (await d.executor.list()).map((v) => {
+    const active = activity?.lastActiveAt(v.slug) ?? null;
+    return {
+      slug: v.slug,
+      state: v.state,
+      ip: ips.get(v.slug) ?? null,
+      ...(active !== null ? { lastActiveAt: new Date(active).toISOString() } : {}),
+    };
+  });
   const golden: Heartbeat["golden"] = {};
   for (const t of d.config.templates) {
     const g = await goldenStatus(d.executor, d.images ?? null, t.name);

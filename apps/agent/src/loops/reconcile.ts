@@ -1,6 +1,6 @@
 import type { VmState } from "@doppio/contracts";
 import type { Logger } from "pino";
-import { publishRunning, publishStopped, vmSpec } from "../jobs/handlers/common.ts";
+import { publishHibernated, publishRunning, publishStopped, vmSpec } from "../jobs/handlers/common.ts";
 import type { HandlerDeps } from "../jobs/registry.ts";
 import type { JobRunner } from "../jobs/runner.ts";
 import type { Metrics } from "../metrics.ts";
@@ -28,9 +28,10 @@ export type BoxCorrection = "start" | "publish_running" | "publish_stopped" | nu
 export function boxCorrection(
   desired: "running" | "stopped",
   state: VmState,
-  route: "running" | "stopped" | undefined,
+  route: "running" | "stopped" | "hibernated" | undefined,
 ): BoxCorrection {
-  if (desired === "running" && (state === "exited" || state === "stopped")) return "start";
+  if (desired === "running" && (state === "exited" || state === "stopped" || state === "hibernated"))
+    return "start";
   if (desired === "running" && state === "running" && route !== "running") return "publish_running";
   if (desired === "stopped" && route === undefined) return "publish_stopped";
   return null;
@@ -133,7 +134,8 @@ export class Reconciler extends BackgroundLoop {
               return { kind: "route_restored", slug: box.slug };
             }
             case "publish_stopped":
-              publishStopped(h, box.slug, current.spec);
+              if (state === "hibernated") publishHibernated(h, box.slug, current.spec);
+              else publishStopped(h, box.slug, current.spec);
               return { kind: "route_restored", slug: box.slug };
             case null:
               return null;

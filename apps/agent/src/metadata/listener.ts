@@ -28,11 +28,14 @@ export async function createMetadataListener(d: {
   log: Logger;
   /** The guests' gateway address (the bridge's own address in tap mode). */
   gateway: string;
+  /** Where a guest's heartbeat (terminal or CPU use) is recorded. */
+  activity?: { touch(slug: string): void };
 }): Promise<MetadataListener> {
   const app = await buildMetadataService({
     boxes: d.boxes,
     credentials: new GitCredentialCache(d.cp, d.clock),
     checkSourceAddress: d.config.networkMode === "tap",
+    ...(d.activity ? { activity: d.activity } : {}),
     log: d.log,
   });
   let url: string | null = null;

@@ -2,6 +2,7 @@ import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
   type FastifyReply,
+  type FastifyRequest,
   LogController,
 } from "fastify";
 import type { Logger } from "pino";
@@ -17,6 +18,8 @@ export interface MetadataServiceDeps {
    * does not work from another). User mode: every guest arrives from QEMU on loopback.
    */
   checkSourceAddress: boolean;
+  /** Records a guest's heartbeat (`POST /v1/activity`) as use of its box (idle hibernation). */
+  activity?: { touch(slug: string): void };
   log: Logger;
 }
 
@@ -45,15 +48,32 @@ export async function buildMetadataService(d: MetadataServiceDeps): Promise<Fast
   });
   app.setNotFoundHandler((_req, reply) => sendError(reply, 404, "not_found", "not found"));
 
-  app.get("/v1/git-credential", async (req, reply) => {
+  /** The box whose metadata token the request carries (from its own address in tap mode), or null. */
+  const caller = (req: FastifyRequest) => {
     const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? "");
     const box = m ? d.boxes.byMetadataToken(tokenSha256(m[1]!)) : null;
-    if (!box || (d.checkSourceAddress && ipv4(req.socket.remoteAddress) !== box.ip)) {
+    if (!box || (d.checkSourceAddress && ipv4(req.socket.remoteAddress) !== box.ip)) return null;
+    return { box, tokenHash: tokenSha256(m![1]!) };
+  };
+
+  // The guest's heartbeat: someone uses its terminal or its CPU, though no request reaches
+  // its URLs. A box can only vouch for itself (its own token), which keeps only itself awake.
+  app.post("/v1/activity", async (req, reply) => {
+    const c = caller(req);
+    if (!c) return sendError(reply, 401, "unauthorized", "a valid box metadata token is required");
+    d.activity?.touch(c.box.slug);
+    return reply.code(204).header("cache-control", "no-store").send();
+  });
+
+  app.get("/v1/git-credential", async (req, reply) => {
+    const c = caller(req);
+    if (!c) {
       return sendError(reply, 401, "unauthorized", "a valid box metadata token is required");
     }
+    const { box } = c;
     let answer: Awaited<ReturnType<typeof d.credentials.get>>;
     try {
-      answer = await d.credentials.get(tokenSha256(m![1]!), box.slug);
+      answer = await d.credentials.get(c.tokenHash, box.slug);
     } catch (err) {
       log.warn({ err, slug: box.slug }, "git credential request to the control plane failed");
       return sendError(

@@ -1,6 +1,6 @@
 import { CodedError } from "../coded-error.ts";
 
-export const NETWORK_ERROR_CODES = [
+const NETWORK_ERROR_CODES = [
   /** A bridge/TAP/NAT command failed. */
   "command_failed",
   /** Config the host network cannot use (bad CIDR, name over 15 characters). */

@@ -16,7 +16,7 @@ import type { AgentConfig } from "../config.ts";
 export const FIREWALL_TABLE = "doppio";
 
 /** Destinations a box never reaches through the host: private, link-local and reserved ranges. */
-export const BLOCKED_DESTINATIONS = [
+const BLOCKED_DESTINATIONS = [
   "0.0.0.0/8",
   "10.0.0.0/8",
   "100.64.0.0/10",

@@ -12,6 +12,8 @@ export interface BoxSpec {
   env: BoxEnv;
   owner: string;
   sitePublic: boolean;
+  /** Anyone's request to the public site may wake it from hibernation (absent in records from before). */
+  publicWake?: boolean;
   /** Stable for the box's life; replaced on reset (a new clone). */
   secrets: BoxSecrets;
 }

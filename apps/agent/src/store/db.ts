@@ -74,6 +74,10 @@ const MIGRATIONS: string[] = [
   `
   ALTER TABLE boxes ADD COLUMN created_by_job TEXT;
   `,
+  // The control plane's delivery attempt was recorded but never read.
+  `
+  ALTER TABLE jobs DROP COLUMN cp_attempt;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

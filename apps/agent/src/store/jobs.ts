@@ -1,7 +1,7 @@
 import type { JobEvent } from "@doppio/contracts";
 import type { Db } from "./db.ts";
 
-export type LocalJobStatus = "queued" | "running" | "done";
+type LocalJobStatus = "queued" | "running" | "done";
 
 export interface StoredJob {
   id: string;
@@ -71,21 +71,19 @@ export class JobStore {
     action: string;
     box: string | null;
     payload: unknown;
-    cpAttempt?: number;
     local?: boolean;
     receivedAt: string;
   }): boolean {
     const res = this.db
       .prepare(
-        `INSERT INTO jobs (id, action, box, payload, status, cp_attempt, local, received_at)
-         VALUES (?, ?, ?, ?, 'queued', ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+        `INSERT INTO jobs (id, action, box, payload, status, local, received_at)
+         VALUES (?, ?, ?, ?, 'queued', ?, ?) ON CONFLICT (id) DO NOTHING`,
       )
       .run(
         job.id,
         job.action,
         job.box,
         JSON.stringify(job.payload ?? null),
-        job.cpAttempt ?? 0,
         job.local ? 1 : 0,
         job.receivedAt,
       );

@@ -1,4 +1,4 @@
-import type { BoxEnv, StepName, VmState } from "@doppio/contracts";
+import type { BoxEnv, GoldenStatus, StepName, VmState } from "@doppio/contracts";
 
 /**
  * What a guest learns about itself before its first instruction after restore (QEMU:
@@ -70,7 +70,7 @@ export interface TemplateSpec {
 export interface GoldenInfo {
   template: string;
   version: string;
-  status: "missing" | "building" | "ready" | "stale" | "failed";
+  status: GoldenStatus;
   builtAt: string | null;
   error: string | null;
   /** Image version the current golden build was made from (null: none, or not recorded). */
@@ -101,10 +101,19 @@ export interface Executor {
   createFromGolden(spec: VmSpec, report: StepReporter): Promise<Upstream>;
   /** Cold-boot a new box from the template image (fallback for the default template). */
   createColdBoot(spec: VmSpec, report: StepReporter): Promise<Upstream>;
-  /** Cold-boot an existing box from its overlay + volume. */
+  /** Cold-boot an existing box from its overlay + volume, or resume it if it is hibernated. */
   start(spec: VmSpec, report: StepReporter): Promise<Upstream>;
-  /** Kill the VMM; keep overlay and volume. */
+  /** Kill the VMM; keep overlay and volume; discard saved memory if the box is hibernated. */
   stop(slug: string, report: StepReporter): Promise<void>;
+  /**
+   * Save the running box's memory and device state to a file in its directory (complete
+   * or absent, never partial), then end the VMM. `start` resumes from it (same address,
+   * disks and routes; the guest's clock is set again) and consumes it; `stop` discards it.
+   * A box already hibernated answers with its file as is.
+   */
+  hibernate(slug: string, report: StepReporter): Promise<{ memoryFileBytes: number }>;
+  /** Bytes of the box's saved memory on the host, or null when it has none. */
+  memoryFileBytes(slug: string): Promise<number | null>;
   /** Remove every artifact of the box: overlay, volume, snapshot dir, serial log, socket. */
   remove(slug: string, report: StepReporter): Promise<void>;
   /** Rebuild from golden keeping identity; leaves the box running. */

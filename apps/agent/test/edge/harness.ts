@@ -5,6 +5,7 @@ import { type AccessClaims, generateEd25519, hostKey, mint, sign } from "@doppio
 import { parseBoxHost } from "@doppio/contracts";
 import Fastify, { type FastifyInstance } from "fastify";
 import { EdgeAccess, loadOrCreateCookieKey } from "../../src/edge/access.ts";
+import { BoxActivity } from "../../src/edge/activity.ts";
 import { buildEdgeConfig } from "../../src/edge/caddy-config.ts";
 import { EdgeConfigKeeper } from "../../src/edge/edge-config.ts";
 import { edgePlugin } from "../../src/edge/plugin.ts";
@@ -15,7 +16,7 @@ import { freePort, TestCaddy } from "../support/caddy.ts";
 import { FakeGuest } from "./fixtures.ts";
 
 export const DOMAIN = "doppio.test";
-export const OWNER = "user-1";
+const OWNER = "user-1";
 
 /** Guest ports a running test box answers on, each backed by a FakeGuest. */
 const ROLES = { 8000: "site", 9000: "socketio", 8888: "code", 5173: "dev" } as const;
@@ -35,6 +36,10 @@ export interface Edge {
   guests: FakeGuest[];
   /** Test clock (ms); the agent reads it on every check. */
   clock: { now: number };
+  /** What the edge recorded as each box's last use (requests it passed). */
+  activity: BoxActivity;
+  /** Slugs the edge asked to wake, in order. */
+  wakes: string[];
   box(slug: string, patch?: Partial<BoxRoute>): void;
   /** A control-plane hand-off token for one box host; `sid` defaults to one signed-in session. */
   handoff(claims: Omit<AccessClaims, "exp" | "sid"> & { sid?: string }, ttlSeconds?: number): string;
@@ -52,6 +57,8 @@ export async function startEdge(): Promise<Edge> {
   const cp = generateEd25519();
   const clock = { now: Date.now() };
   const routes = new MemoryRouteTable();
+  const activity = new BoxActivity(() => clock.now);
+  const wakes: string[] = [];
 
   const guests = await Promise.all(Object.values(ROLES).map((r) => FakeGuest.start(r)));
   const byPort = new Map(Object.keys(ROLES).map((p, i) => [Number(p), guests[i]!.address]));
@@ -73,6 +80,8 @@ export async function startEdge(): Promise<Edge> {
       routes,
       access,
       signInUrl: ({ slug, uri }) => `https://control.test/open/${slug}?next=${encodeURIComponent(uri)}`,
+      activity,
+      wake: (slug) => void wakes.push(slug),
     });
     await agent.listen({ host: "127.0.0.1", port });
     return { db, ledger, access, agent };
@@ -115,6 +124,8 @@ export async function startEdge(): Promise<Edge> {
     desiredConfig,
     guests,
     clock,
+    activity,
+    wakes,
     box(slug, patch = {}) {
       routes.set(slug, { state: "running", upstream, owner: OWNER, sitePublic: true, ...patch });
     },

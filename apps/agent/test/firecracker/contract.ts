@@ -11,7 +11,7 @@ import { parse } from "yaml";
  */
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..");
-export const DESCRIPTION_PATH = path.resolve(REPO_ROOT, "../shared/specs/firecracker-api-v1.16.1.yaml");
+const DESCRIPTION_PATH = path.resolve(REPO_ROOT, "../shared/specs/firecracker-api-v1.16.1.yaml");
 
 type Schema = Record<string, unknown>;
 interface Parameter {

@@ -17,7 +17,7 @@ function argValue(args: string[], flag: string): string {
   return args[i + 1]!;
 }
 
-export interface Spawned extends SpawnRequest {
+interface Spawned extends SpawnRequest {
   pid: number;
   jailId: string;
   fake: FakeFirecracker;
@@ -28,7 +28,7 @@ export interface Spawned extends SpawnRequest {
  * file name, uid/gid numbers, `--` before Firecracker's args), then starts a contract
  * server on the socket path the jailed Firecracker would create.
  */
-export class FakeProcesses implements VmmProcesses {
+class FakeProcesses implements VmmProcesses {
   readonly spawned: Spawned[] = [];
   private readonly alive = new Set<number>();
   private nextPid = 4_000_000;
@@ -88,7 +88,7 @@ export class FakeProcesses implements VmmProcesses {
   }
 }
 
-export class RecordingNetwork implements HostNetwork {
+class RecordingNetwork implements HostNetwork {
   readonly calls: string[] = [];
   readonly taps = new Set<string>();
   async ensureBridge(): Promise<void> {
@@ -111,7 +111,7 @@ export class RecordingNetwork implements HostNetwork {
   }
 }
 
-export class RecordingProbe implements ReadinessProbe {
+class RecordingProbe implements ReadinessProbe {
   readonly calls: Array<{ ip: string; ports: number[] }> = [];
   async waitForPorts(ip: string, ports: number[]): Promise<void> {
     this.calls.push({ ip, ports });

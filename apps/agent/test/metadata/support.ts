@@ -4,7 +4,7 @@ import path from "node:path";
 import type { StepReporter, Upstream, VmSpec } from "../../src/vmm/executor.ts";
 import { FakeExecutor } from "../support/fake-executor.ts";
 
-export const REPO = path.resolve(import.meta.dirname, "../../../..");
+const REPO = path.resolve(import.meta.dirname, "../../../..");
 export const HELPER = path.join(REPO, "images/common/rootfs/usr/local/bin/git-credential-doppio");
 /** Where the guest's json.awk lives in the repo (build-debian.sh copies it into every image). */
 export const GUEST_LIB = path.join(REPO, "images/minimal/rootfs/usr/lib/doppio");

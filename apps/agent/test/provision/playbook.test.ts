@@ -4,6 +4,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { buildBundle } from "../../../../provision/bundle/build-bundle.ts";
 import { startControlPlane, type TestControlPlane } from "../../../api/test/support/control-plane.ts";
+import { controlPlanePlays } from "./control-plane-plays.ts";
 import { describeRun, runPlaybook } from "./support/ansible.ts";
 import { REPO, startTestHost, type TestHost, testHostUnavailable } from "./support/test-host.ts";
 
@@ -22,6 +23,7 @@ describe.skipIf(unavailable !== null)("provisioning a fresh Debian host with Ans
   let cp: TestControlPlane;
   let host: TestHost;
   let vars: Record<string, unknown>;
+  let firstToken: string;
   const timings: Record<string, number> = {};
   const admin = () => cp.admin();
 
@@ -38,7 +40,11 @@ describe.skipIf(unavailable !== null)("provisioning a fresh Debian host with Ans
     });
 
   beforeAll(async () => {
-    cp = await startControlPlane();
+    // One bundle for every run: the playbook builds it from the checkout when not given, but
+    // a tree others edit meanwhile would give each run a new release. The control plane's
+    // own plays (control-plane-plays.ts) use it too.
+    const bundle = buildBundle({ out: path.join(REPO, ".data/provision/bundles") });
+    cp = await startControlPlane({ config: { agentBundle: bundle.path } });
     const res = await (await admin()).post("/api/v1/servers", {
       name: SERVER,
       domain: "prov-1.boxes.test",
@@ -47,9 +53,7 @@ describe.skipIf(unavailable !== null)("provisioning a fresh Debian host with Ans
       publicScheme: "http",
     });
     expect(res.status, JSON.stringify(res.body)).toBe(201);
-    // One bundle for every run: the playbook builds it from the checkout when not given, but
-    // a tree others edit meanwhile would give each run a new release.
-    const bundle = buildBundle({ out: path.join(REPO, ".data/provision/bundles") });
+    firstToken = res.body.agentToken;
     host = await startTestHost();
     const cpPort = await host.forward(Number(new URL(cp.url).port));
     vars = {
@@ -183,5 +187,18 @@ describe.skipIf(unavailable !== null)("provisioning a fresh Debian host with Ans
       );
     },
     2 * MIN,
+  );
+
+  // Last: these change the host's agent token and leave the server broken on purpose.
+  controlPlanePlays(
+    () => ({
+      cp,
+      host,
+      server: SERVER,
+      controlPlaneUrl: String(vars.doppio_control_plane_url),
+      firstToken,
+      vars,
+    }),
+    timings,
   );
 });

@@ -119,6 +119,26 @@ describe("qemuArgs", () => {
   it("doubles commas in option values", () => {
     expect(qemuArgs({ ...base, rootDisk: "/odd,dir/o.qcow2" }).join(" ")).toContain("file=/odd,,dir/o.qcow2");
   });
+
+  it("maps a mapped golden's RAM file shared for the build and private for a clone", () => {
+    const golden = qemuArgs({ ...base, memoryFile: { path: "/g,1/memory", share: true } });
+    expect(golden.slice(0, 4)).toEqual([
+      "-M",
+      "microvm,acpi=on,memory-backend=mem",
+      "-object",
+      `memory-backend-file,id=mem,size=${base.memoryMb}M,mem-path=/g,,1/memory,share=on`,
+    ]);
+    const clone = qemuArgs({
+      ...base,
+      memoryFile: { path: "/g/memory", share: false },
+      incomingFile: "/g/vmstate",
+      incomingDefer: true,
+    });
+    expect(clone[3]).toBe(`memory-backend-file,id=mem,size=${base.memoryMb}M,mem-path=/g/memory,share=off`);
+    // The capability goes in over QMP before the stream is opened (mapped-ram.ts).
+    expect(clone.slice(-3)).toEqual(["-S", "-incoming", "defer"]);
+    expect(qemuArgs(base).join(" ")).not.toContain("memory-backend");
+  });
 });
 
 describe("layout", () => {

@@ -72,6 +72,8 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
     if (ex) {
       for (const { slug } of await ex.list())
         await ex.remove(slug, new RecordingReporter()).catch(() => undefined);
+      // Volume pool refills still in flight must end before their directory goes.
+      await ex.close();
     }
     ns?.destroy();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });

@@ -12,7 +12,7 @@ import { netnsUnavailable } from "../support/netns.ts";
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
 /** Images are cached across runs (the build script skips unchanged inputs). */
 export const IMAGES_DIR = join(REPO, ".data", "images");
-export const GATEWAY = "10.0.0.1";
+const GATEWAY = "10.0.0.1";
 export const GOLDEN_NET = { ip: "10.0.255.254", prefix: 16, gateway: GATEWAY };
 
 /** Why the QEMU tests cannot run here, or null. */
@@ -25,6 +25,7 @@ export function qemuUnavailable(): string | null {
     ["mkfs.ext4", "-V"],
     ["apt-get", "--version"],
     ["curl", "--version"],
+    ["socat", "-V"],
   ] as const) {
     try {
       execFileSync(bin, [arg], { stdio: "ignore" });

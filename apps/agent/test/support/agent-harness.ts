@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { BoxJobPayload } from "@doppio/contracts";
 import { pino } from "pino";
+import type { ApiConfig } from "../../../api/src/config.ts";
 import type { TestClient } from "../../../api/test/support/client.ts";
 import { startControlPlane, type TestControlPlane } from "../../../api/test/support/control-plane.ts";
 import { systemClock } from "../../src/clock.ts";
@@ -36,6 +37,7 @@ export function boxPayload(slug: string): BoxJobPayload {
     env: {},
     owner: "user-1",
     sitePublic: true,
+    publicWake: false,
   };
 }
 
@@ -49,8 +51,8 @@ export interface TestCp {
 }
 
 /** A real control plane (in-process, PGlite) with an admin and one registered server. */
-export async function startCp(serverName = "host-1"): Promise<TestCp> {
-  const env = await startControlPlane();
+export async function startCp(serverName = "host-1", config: Partial<ApiConfig> = {}): Promise<TestCp> {
+  const env = await startControlPlane({ config });
   const admin = await env.admin();
   const res = await admin.post("/api/v1/servers", {
     name: serverName,

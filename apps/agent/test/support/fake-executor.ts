@@ -125,8 +125,29 @@ export class FakeExecutor implements Executor, HostNetwork {
 
   async start(spec: VmSpec, report: StepReporter): Promise<Upstream> {
     this.#record("start", spec.slug);
-    if (!this.#host.vms[spec.slug]) throw new Error(`box ${spec.slug} has no disks on this host`);
-    return this.#bring(spec, report, ["setup_network", "boot_vm", "wait_ready"]);
+    const vm = this.#host.vms[spec.slug];
+    if (!vm) throw new Error(`box ${spec.slug} has no disks on this host`);
+    const resume = vm.state === "hibernated";
+    return this.#bring(spec, report, ["setup_network", resume ? "resume_vm" : "boot_vm", "wait_ready"]);
+  }
+
+  /** Saved memory of a fake box: a fixed size, so the control plane's view can be checked. */
+  static readonly MEMORY_FILE_BYTES = 48 * 1024 * 1024;
+
+  async hibernate(slug: string, report: StepReporter): Promise<{ memoryFileBytes: number }> {
+    this.#record("hibernate", slug);
+    const vm = this.#host.vms[slug];
+    if (vm?.state === "hibernated") return { memoryFileBytes: FakeExecutor.MEMORY_FILE_BYTES };
+    if (vm?.state !== "running") throw new Error(`box ${slug} is not running`);
+    await this.#step(report, "hibernate_vm", () => {
+      vm.state = "hibernated";
+    });
+    await this.#step(report, "teardown_network", () => this.#dropTap(slug));
+    return { memoryFileBytes: FakeExecutor.MEMORY_FILE_BYTES };
+  }
+
+  async memoryFileBytes(slug: string): Promise<number | null> {
+    return this.#host.vms[slug]?.state === "hibernated" ? FakeExecutor.MEMORY_FILE_BYTES : null;
   }
 
   async stop(slug: string, report: StepReporter): Promise<void> {

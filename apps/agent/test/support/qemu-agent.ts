@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { BOX_SIZES } from "@doppio/contracts";
 import { pino } from "pino";
 import { LinuxHostNetwork } from "../../src/net/host-network.ts";
 import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
@@ -35,6 +36,8 @@ export async function startQemuAgent(cp: TestCp, ns: TestNetns, version: string)
         goldenNet: GOLDEN_NET,
         accel: "auto",
         accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
+        // As in production (vmm/qemu/backend.ts): a volume of every box size is ready at start.
+        volumeSizesGb: Object.values(BOX_SIZES).map((s) => s.diskGb),
         log,
       });
       return { executor, network };

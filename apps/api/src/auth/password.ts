@@ -11,7 +11,7 @@ export interface ScryptParams {
  * ~0.4 s on these hosts, off the event loop in libuv's pool). Hashes made with other
  * parameters keep verifying with the ones stored in them and are replaced at the next login.
  */
-export const CURRENT: ScryptParams = { N: 1 << 17, r: 8, p: 1 };
+const CURRENT: ScryptParams = { N: 1 << 17, r: 8, p: 1 };
 /**
  * scrypt needs 128·N·r bytes; Node's default ceiling (32 MiB) refuses N=2^17, so set one
  * with headroom. A stored hash that would need more is refused rather than run.

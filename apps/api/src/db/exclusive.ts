@@ -9,7 +9,7 @@ const LockAnswer = z.object({ rows: z.array(z.object({ ok: z.boolean() })) });
 const LOCK_CLASS = 0x646f70;
 
 /** Work that must run on one replica at a time, named for its advisory lock. */
-export type ExclusiveTask = "lease-reaper" | "server-liveness";
+export type ExclusiveTask = "lease-reaper" | "server-liveness" | "idle-sweep" | "billing";
 
 export type ExclusiveResult<T> = { ran: true; value: T } | { ran: false };
 

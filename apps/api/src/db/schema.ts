@@ -5,7 +5,12 @@ import {
   JOB_ACTIONS,
   JOB_STATUSES,
   type JobStep,
+  LEDGER_KINDS,
+  PLAY_KINDS,
+  PLAY_STATUSES,
+  type PlayCounters,
   SERVER_STATUSES,
+  TASK_STATUSES,
 } from "@doppio/contracts";
 import { sql } from "drizzle-orm";
 import {
@@ -37,6 +42,8 @@ export const users = pgTable("users", {
   role: text("role", { enum: ["user", "admin"] })
     .notNull()
     .default("user"),
+  /** Idle timeout for the user's boxes that have none of their own (minutes; null or 0: never). */
+  idleTimeoutMinutes: integer("idle_timeout_minutes"),
   createdAt: createdAt(),
 });
 
@@ -116,6 +123,13 @@ export const servers = pgTable("servers", {
   unreachableSince: ts("unreachable_since"),
   /** Last inventory the agent reported (VMs and states). */
   inventory: jsonb("inventory").$type<Array<{ slug: string; state: string; ip: string | null }>>(),
+  /** Why the server is `broken` (the failing task of its last play); null otherwise. */
+  statusMessage: text("status_message"),
+  /**
+   * sha256 of the agent token the last play handed the host. The current token keeps working
+   * until the agent first uses this one, which then replaces it (services/servers.ts).
+   */
+  nextAgentTokenHash: text("next_agent_token_hash").unique(),
   createdAt: createdAt(),
 });
 
@@ -170,8 +184,18 @@ export const boxes = pgTable(
     /** Code of the failure behind `status = 'error'` (a JobErrorCode); null otherwise. */
     errorCode: text("error_code"),
     ip: text("ip"),
+    /** Bytes of saved memory on the host while the box is hibernated; null otherwise. */
+    memoryFileBytes: bigint("memory_file_bytes", { mode: "number" }),
+    /** The box's own idle timeout (minutes, 0: never); null: its owner's default. */
+    idleTimeoutMinutes: integer("idle_timeout_minutes"),
+    /** Anyone's request to its public site may wake it from hibernation. */
+    publicWake: boolean("public_wake").notNull().default(false),
+    /** Last use its host's edge reported (or a keep-awake, or its last start); idle time counts from it. */
+    lastActiveAt: ts("last_active_at"),
     sitePublic: boolean("site_public").notNull().default(true),
     env: jsonb("env").$type<Record<string, string>>().notNull().default({}),
+    /** GitHub repository (`owner/name`) the box's Git credentials are scoped to, if any. */
+    repo: text("repo"),
     createdAt: createdAt(),
     updatedAt: ts("updated_at").notNull().defaultNow(),
     deletedAt: ts("deleted_at"),
@@ -228,7 +252,9 @@ export const auditEvents = pgTable(
     actorUserId: text("actor_user_id"),
     actorServerId: text("actor_server_id"),
     action: text("action").notNull(),
-    targetType: text("target_type", { enum: ["box", "server", "user", "token", "template"] }).notNull(),
+    targetType: text("target_type", {
+      enum: ["box", "server", "user", "token", "template", "price", "wallet"],
+    }).notNull(),
     targetId: text("target_id").notNull(),
     data: jsonb("data").$type<Record<string, unknown>>(),
     at: createdAt(),
@@ -303,4 +329,325 @@ export const rateHits = pgTable(
     at: ts("at").notNull(),
   },
   (t) => [index("rate_hits_key_at_idx").on(t.key, t.at)],
+);
+
+// ---- Billing (services/billing/*). Money columns are bigint minor units, never floats.
+
+/** Price versions per box size; the one with the latest `effective_from` not after a moment applies to it. */
+export const prices = pgTable(
+  "prices",
+  {
+    id: id(),
+    size: text("size", { enum: ["small", "medium", "large"] }).notNull(),
+    computePerHour: bigint("compute_per_hour", { mode: "number" }).notNull(),
+    storagePerGbMonth: bigint("storage_per_gb_month", { mode: "number" }).notNull(),
+    effectiveFrom: ts("effective_from").notNull(),
+    createdBy: text("created_by"),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex("prices_size_from_idx").on(t.size, t.effectiveFrom)],
+);
+
+/**
+ * The wallet ledger: append-only (a trigger refuses UPDATE and DELETE, drizzle/*_ledger_append_only.sql).
+ * `key` makes each business event land once (usage per box period, a Stripe event, a trial).
+ */
+export const ledgerEntries = pgTable(
+  "ledger_entries",
+  {
+    seq: bigint("seq", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id),
+    kind: text("kind", { enum: LEDGER_KINDS }).notNull(),
+    amount: bigint("amount", { mode: "number" }).notNull(),
+    key: text("key").notNull().unique(),
+    boxId: text("box_id").references(() => boxes.id),
+    periodStart: ts("period_start"),
+    periodEnd: ts("period_end"),
+    /** Trial credit: when what is left of it expires. */
+    expiresAt: ts("expires_at"),
+    memo: text("memo"),
+    at: ts("at").notNull(),
+  },
+  (t) => [index("ledger_user_seq_idx").on(t.userId, t.seq)],
+);
+
+/** The balance cache: the sum of the user's ledger, kept in the transaction that appends to it. */
+export const wallets = pgTable("wallets", {
+  userId: text("user_id")
+    .primaryKey()
+    .references(() => users.id),
+  balance: bigint("balance", { mode: "number" }).notNull().default(0),
+  /** When the owner was last warned (low or empty); cleared when the balance recovers. */
+  warnedState: text("warned_state", { enum: ["low", "empty"] }),
+  updatedAt: ts("updated_at").notNull().defaultNow(),
+});
+
+/**
+ * Every status a box has had and from when (`at` is the box's `updated_at` of that change),
+ * written by a trigger on `boxes` (drizzle/*_box_status_history.sql) so no status write can
+ * be missed. Metering reads intervals from it.
+ */
+export const boxStatusHistory = pgTable(
+  "box_status_history",
+  {
+    seq: bigint("seq", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    boxId: text("box_id")
+      .notNull()
+      .references(() => boxes.id),
+    status: boxStatus("status").notNull(),
+    size: text("size").notNull(),
+    diskGb: integer("disk_gb").notNull(),
+    at: ts("at").notNull(),
+  },
+  (t) => [index("box_status_history_box_idx").on(t.boxId, t.at)],
+);
+
+/**
+ * One settled metering period of one box (append-only like the ledger): `[period_start,
+ * period_end)`, split at month boundaries. The primary key makes settling twice impossible;
+ * the carries keep the sub-cent remainders, so rounding never loses or invents money.
+ */
+export const usageSettlements = pgTable(
+  "usage_settlements",
+  {
+    boxId: text("box_id")
+      .notNull()
+      .references(() => boxes.id),
+    periodStart: ts("period_start").notNull(),
+    periodEnd: ts("period_end").notNull(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id),
+    computeMs: bigint("compute_ms", { mode: "number" }).notNull(),
+    storageGbMs: bigint("storage_gb_ms", { mode: "number" }).notNull(),
+    computeAmount: bigint("compute_amount", { mode: "number" }).notNull(),
+    storageAmount: bigint("storage_amount", { mode: "number" }).notNull(),
+    /** Remainders in minor units × MS_PER_STORAGE_MONTH (exact fractions of a cent). */
+    computeCarry: bigint("compute_carry", { mode: "number" }).notNull(),
+    storageCarry: bigint("storage_carry", { mode: "number" }).notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.boxId, t.periodStart] }),
+    index("usage_user_idx").on(t.userId, t.periodStart),
+  ],
+);
+
+/** Checkout Sessions this control plane created, to know whose wallet a payment tops up. */
+export const topUps = pgTable(
+  "top_ups",
+  {
+    sessionId: text("session_id").primaryKey(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id),
+    amount: bigint("amount", { mode: "number" }).notNull(),
+    currency: text("currency").notNull(),
+    paymentIntent: text("payment_intent"),
+    createdAt: createdAt(),
+  },
+  (t) => [index("top_ups_payment_intent_idx").on(t.paymentIntent)],
+);
+
+/** Stripe events already handled, by event id: a replay changes nothing. */
+export const stripeEvents = pgTable("stripe_events", {
+  id: text("id").primaryKey(),
+  type: text("type").notNull(),
+  receivedAt: ts("received_at").notNull(),
+});
+
+/** Monthly invoices, append-only (issued once, never changed). */
+export const invoices = pgTable(
+  "invoices",
+  {
+    id: id(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id),
+    month: text("month").notNull(),
+    currency: text("currency").notNull(),
+    usageTotal: bigint("usage_total", { mode: "number" }).notNull(),
+    creditsTotal: bigint("credits_total", { mode: "number" }).notNull(),
+    lines: jsonb("lines")
+      .$type<
+        Array<{
+          box: string | null;
+          description: string;
+          quantityMilli: number;
+          unit: "hours" | "GB-months" | "credit";
+          amount: number;
+        }>
+      >()
+      .notNull(),
+    issuedAt: ts("issued_at").notNull(),
+  },
+  (t) => [uniqueIndex("invoices_user_month_idx").on(t.userId, t.month)],
+);
+/**
+ * The GitHub App this control plane acts as (one row, `id = 'app'`), written at start from
+ * the configuration. Its secrets are sealed (auth/sealed.ts) under the configured key.
+ */
+export const githubApp = pgTable("github_app", {
+  id: text("id").primaryKey(),
+  appId: bigint("app_id", { mode: "number" }).notNull(),
+  appSlug: text("app_slug").notNull(),
+  clientId: text("client_id").notNull(),
+  webUrl: text("web_url").notNull(),
+  apiUrl: text("api_url").notNull(),
+  privateKeySealed: text("private_key_sealed").notNull(),
+  clientSecretSealed: text("client_secret_sealed").notNull(),
+  webhookSecretSealed: text("webhook_secret_sealed").notNull(),
+  updatedAt: ts("updated_at").notNull(),
+});
+
+/** A doppio user's linked GitHub account and its user access token (sealed). */
+export const githubAccounts = pgTable("github_accounts", {
+  userId: text("user_id")
+    .primaryKey()
+    .references(() => users.id, { onDelete: "cascade" }),
+  githubId: bigint("github_id", { mode: "number" }).notNull().unique(),
+  login: text("login").notNull(),
+  tokenSealed: text("token_sealed").notNull(),
+  tokenExpiresAt: ts("token_expires_at"),
+  /** The doppio account was made by signing in with GitHub: it has no password its user knows. */
+  createdByGithub: boolean("created_by_github").notNull().default(false),
+  linkedAt: createdAt(),
+});
+
+/** Installations of the app (on a user or an organisation), as GitHub reported them. */
+export const githubInstallations = pgTable("github_installations", {
+  id: bigint("id", { mode: "number" }).primaryKey(),
+  accountLogin: text("account_login").notNull(),
+  accountId: bigint("account_id", { mode: "number" }).notNull(),
+  accountType: text("account_type").notNull(),
+  repositorySelection: text("repository_selection", { enum: ["all", "selected"] }).notNull(),
+  suspendedAt: ts("suspended_at"),
+  /** Uninstalled: no token is minted for it again. */
+  removedAt: ts("removed_at"),
+  updatedAt: ts("updated_at").notNull(),
+});
+
+/** Which doppio users connected which installation (proved by their own GitHub token). */
+export const githubInstallationUsers = pgTable(
+  "github_installation_users",
+  {
+    installationId: bigint("installation_id", { mode: "number" })
+      .notNull()
+      .references(() => githubInstallations.id, { onDelete: "cascade" }),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    connectedAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.installationId, t.userId] }),
+    index("github_inst_users_user_idx").on(t.userId),
+  ],
+);
+
+/** The repositories each installation may reach. */
+export const githubRepos = pgTable(
+  "github_repos",
+  {
+    installationId: bigint("installation_id", { mode: "number" })
+      .notNull()
+      .references(() => githubInstallations.id, { onDelete: "cascade" }),
+    repoId: bigint("repo_id", { mode: "number" }).notNull(),
+    /** `owner/name`, lower-cased for lookups; `fullName` keeps GitHub's spelling. */
+    fullNameLower: text("full_name_lower").notNull(),
+    fullName: text("full_name").notNull(),
+    private: boolean("private").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.installationId, t.repoId] }),
+    index("github_repos_name_idx").on(t.fullNameLower),
+  ],
+);
+
+/**
+ * One OAuth round trip in flight: the `state` (stored as sha256) is bound to the browser
+ * that started it (sha256 of a cookie only that browser holds), used once, and short-lived.
+ */
+export const githubOauthStates = pgTable("github_oauth_states", {
+  stateHash: text("state_hash").primaryKey(),
+  browserHash: text("browser_hash").notNull(),
+  intent: text("intent", { enum: ["login", "link"] }).notNull(),
+  /** The signed-in user who asked to link (intent `link`). */
+  userId: text("user_id").references(() => users.id, { onDelete: "cascade" }),
+  verifierSealed: text("verifier_sealed").notNull(),
+  expiresAt: ts("expires_at").notNull(),
+  usedAt: ts("used_at"),
+});
+
+/** Webhook deliveries already handled (X-GitHub-Delivery), so a redelivery is a no-op. */
+export const githubDeliveries = pgTable("github_deliveries", {
+  id: text("id").primaryKey(),
+  event: text("event").notNull(),
+  receivedAt: createdAt(),
+});
+/** How the control plane reaches a host over SSH; `hostKeys` are pinned on first contact. */
+export const serverSsh = pgTable("server_ssh", {
+  serverId: text("server_id")
+    .primaryKey()
+    .references(() => servers.id, { onDelete: "cascade" }),
+  host: text("host").notNull(),
+  port: integer("port").notNull(),
+  user: text("user").notNull(),
+  controlPlaneUrl: text("control_plane_url"),
+  /** known_hosts lines recorded by the first play that reached the host. */
+  hostKeys: text("host_keys"),
+  updatedAt: ts("updated_at").notNull().defaultNow(),
+});
+
+/** One ansible-playbook run against a server (apps/api/src/ansible/). */
+export const ansiblePlays = pgTable(
+  "ansible_plays",
+  {
+    id: id(),
+    serverId: text("server_id")
+      .notNull()
+      .references(() => servers.id, { onDelete: "cascade" }),
+    playbook: text("playbook", { enum: PLAY_KINDS }).notNull(),
+    status: text("status", { enum: PLAY_STATUSES }).notNull().default("pending"),
+    createdBy: text("created_by").references(() => users.id),
+    /** Inputs with secrets replaced by "[redacted]". */
+    variables: jsonb("variables").$type<Record<string, unknown>>().notNull(),
+    counters: jsonb("counters").$type<PlayCounters>(),
+    error: text("error"),
+    /** The ansible-playbook process (its process group), while it runs. */
+    pid: integer("pid"),
+    createdAt: createdAt(),
+    startedAt: ts("started_at"),
+    endedAt: ts("ended_at"),
+  },
+  (t) => [
+    index("ansible_plays_server_idx").on(t.serverId, t.createdAt),
+    // One play per server at a time, enforced by the database itself.
+    uniqueIndex("ansible_plays_one_active_per_server_idx")
+      .on(t.serverId)
+      .where(sql`status IN ('pending', 'running')`),
+  ],
+);
+
+/** A task of a play: pre-created from the play's task list when it starts, updated as it runs. */
+export const ansibleTasks = pgTable(
+  "ansible_tasks",
+  {
+    playId: text("play_id")
+      .notNull()
+      .references(() => ansiblePlays.id, { onDelete: "cascade" }),
+    /** Ansible's task uuid. */
+    taskId: text("task_id").notNull(),
+    position: integer("position").notNull(),
+    name: text("name").notNull(),
+    role: text("role"),
+    handler: boolean("handler").notNull().default(false),
+    status: text("status", { enum: TASK_STATUSES }).notNull().default("pending"),
+    startedAt: ts("started_at"),
+    endedAt: ts("ended_at"),
+    output: text("output"),
+    error: text("error"),
+  },
+  (t) => [primaryKey({ columns: [t.playId, t.taskId] })],
 );

@@ -66,7 +66,7 @@ export function applyJobEvents(
 }
 
 /** The result as its contract types it; a malformed one fails the job and says why. */
-export function readResult(action: JobAction, event: Extract<JobEvent, { type: "result" }>): JobOutcome {
+function readResult(action: JobAction, event: Extract<JobEvent, { type: "result" }>): JobOutcome {
   const parsed = parseJobResult(action, event);
   if (parsed.ok) return parsed.outcome;
   const said = !event.ok && event.error ? `; the agent said: ${event.error}` : "";

@@ -13,7 +13,7 @@ const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
  * never let a page set either header. Bearer tokens are not sent by browsers on their own,
  * so they are not checked.
  */
-export function csrfProblem(req: FastifyRequest, publicOrigin: string): string | null {
+function csrfProblem(req: FastifyRequest, publicOrigin: string): string | null {
   if (SAFE_METHODS.has(req.method)) return null;
   const type = (req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
   if (type !== "application/json") return "send JSON (content-type: application/json)";

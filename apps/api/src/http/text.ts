@@ -5,7 +5,7 @@ import { AppError } from "../errors.ts";
 const UNPAIRED = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /** True for NUL or an unpaired surrogate anywhere in a parsed body, query or params (keys too). */
-export function hasUnstorableText(root: unknown): boolean {
+function hasUnstorableText(root: unknown): boolean {
   // An explicit stack: a 64 KB body can nest tens of thousands of arrays deep.
   const stack: unknown[] = [root];
   while (stack.length > 0) {

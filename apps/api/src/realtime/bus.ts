@@ -1,15 +1,21 @@
 import { EventEmitter } from "node:events";
-import type { Box, Job, LogLine } from "@doppio/contracts";
+import type { AnsiblePlay, AnsibleTask, Box, Job, LogLine, WalletEvent } from "@doppio/contracts";
+
+/** A change of an Ansible play: the play itself (status, counters, progress) or one of its tasks. */
+export type PlayEvent = { type: "play"; play: AnsiblePlay } | { type: "task"; task: AnsibleTask };
 
 export type RealtimeEvent =
   /** `boxId` lets other replicas reload the row (apps/api/src/realtime/pg-bus.ts); the stream never sends it. */
-  { type: "box"; box: Box; boxId?: string } | { type: "job"; job: Job & { boxSlug: string | null } };
+  | { type: "box"; box: Box; boxId?: string }
+  | { type: "job"; job: Job & { boxSlug: string | null } }
+  | { type: "wallet"; wallet: WalletEvent };
 
 /**
  * In-process fan-out of state changes: `server:<id>` wakes that server's claim long-polls,
  * `team:<id>` feeds the realtime stream of that team's members, `logs:<box id>` the followers
- * of that box's log. This one reaches the subscribers of its own process only, which is
- * all there is on PGlite; on PostgreSQL `PgBus` (./pg-bus.ts) extends it across replicas.
+ * of that box's log, `play:<id>` the followers of an Ansible play. This one reaches the
+ * subscribers of its own process only, which is all there is on PGlite; on PostgreSQL
+ * `PgBus` (./pg-bus.ts) extends it across replicas.
  */
 export class Bus {
   protected readonly emitter = new EventEmitter();
@@ -59,6 +65,13 @@ export class Bus {
 
   publish(teamId: string, event: RealtimeEvent): void {
     this.emitter.emit(`team:${teamId}`, event);
+    if (event.type === "box") this.emitter.emit("box", teamId, event.box.slug);
+  }
+
+  /** Every box change on any team (billing settles the box's usage at each one). */
+  onBoxChange(listener: (teamId: string, slug: string) => void): () => void {
+    this.emitter.on("box", listener);
+    return () => this.emitter.off("box", listener);
   }
 
   subscribe(teamId: string, listener: (event: RealtimeEvent) => void): () => void {
@@ -83,6 +96,16 @@ export class Bus {
 
   subscribeLogs(boxId: string, listener: (lines: LogLine[]) => void): () => void {
     const topic = `logs:${boxId}`;
+    this.emitter.on(topic, listener);
+    return () => this.emitter.off(topic, listener);
+  }
+
+  publishPlay(playId: string, event: PlayEvent): void {
+    this.emitter.emit(`play:${playId}`, event);
+  }
+
+  subscribePlay(playId: string, listener: (event: PlayEvent) => void): () => void {
+    const topic = `play:${playId}`;
     this.emitter.on(topic, listener);
     return () => this.emitter.off(topic, listener);
   }

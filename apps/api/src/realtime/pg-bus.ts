@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { LogLine } from "@doppio/contracts";
+import { type LogLine, WalletEvent } from "@doppio/contracts";
 import { sql } from "drizzle-orm";
 import pg from "pg";
 import type { Logger } from "pino";
@@ -9,7 +9,7 @@ import { Bus, type RealtimeEvent } from "./bus.ts";
 import type { BusReader } from "./reload.ts";
 
 /** The one channel every replica LISTENs on. */
-export const BUS_CHANNEL = "doppio_bus";
+const BUS_CHANNEL = "doppio_bus";
 
 /**
  * What crosses replicas: a topic and an id, never the row (NOTIFY payloads are capped at
@@ -27,6 +27,8 @@ const Note = z.discriminatedUnion("k", [
   }),
   z.object({ r: z.string(), k: z.literal("job"), team: z.string(), id: z.string() }),
   z.object({ r: z.string(), k: z.literal("logs"), id: z.string(), from: z.number(), to: z.number() }),
+  // A wallet warning is a moment, not a row: its few fields travel in the notification.
+  z.object({ r: z.string(), k: z.literal("wallet"), team: z.string(), wallet: WalletEvent }),
 ]);
 type Note = z.infer<typeof Note>;
 
@@ -107,8 +109,10 @@ export class PgBus extends Bus {
     super.publish(teamId, event);
     if (event.type === "box") {
       this.notify({ r: this.replica, k: "box", team: teamId, id: event.boxId, slug: event.box.slug });
-    } else {
+    } else if (event.type === "job") {
       this.notify({ r: this.replica, k: "job", team: teamId, id: event.job.id });
+    } else {
+      this.notify({ r: this.replica, k: "wallet", team: teamId, wallet: event.wallet });
     }
   }
 
@@ -155,6 +159,9 @@ export class PgBus extends Bus {
         return;
       case "logs":
         this.reloadLogs(note.id, () => reader.logs(note.id, note.from - 1, note.to));
+        return;
+      case "wallet":
+        this.reload(`team:${note.team}`, async () => ({ type: "wallet", wallet: note.wallet }));
         return;
     }
   }

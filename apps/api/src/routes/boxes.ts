@@ -15,7 +15,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     const view = async (boxId: string) => {
       const row = await loadBoxView(ctx, boxId);
       if (!row) throw notFound("box");
-      return { box: toBox(row.box, row.server), serverName: row.server?.name ?? "" };
+      return { box: toBox(row.box, row.server, row.ownerIdle), serverName: row.server?.name ?? "" };
     };
 
     app.route({
@@ -28,7 +28,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       ...endpoint("listBoxes"),
       onRequest: user,
       handler: async (req) => ({
-        boxes: (await listBoxes(ctx, req.principal!)).map((r) => toBox(r.box, r.server)),
+        boxes: (await listBoxes(ctx, req.principal!)).map((r) => toBox(r.box, r.server, r.ownerIdle)),
       }),
     });
 
@@ -73,6 +73,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     const actions = [
       ["startBox", "start"],
       ["stopBox", "stop"],
+      ["hibernateBox", "hibernate"],
       ["resetBox", "reset"],
       ["deleteBox", "delete"],
     ] as const;

@@ -24,7 +24,8 @@ export function eventRoutes(ctx: Ctx): FastifyPluginAsyncZod {
         const stream = openSse(ctx, reply, release, () => unsubscribe());
         unsubscribe = ctx.bus.subscribe(req.principal!.teamId, (event) => {
           if (event.type === "box") stream.send("box", event.box satisfies TeamEvents["box"]);
-          else stream.send("job", event.job satisfies TeamEvents["job"]);
+          else if (event.type === "job") stream.send("job", event.job satisfies TeamEvents["job"]);
+          else stream.send("wallet", event.wallet satisfies TeamEvents["wallet"]);
         });
       },
     });

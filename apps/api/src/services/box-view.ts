@@ -1,21 +1,28 @@
-import { allowedActions, type Box, boxUrls } from "@doppio/contracts";
+import { allowedActions, type Box, boxUrls, effectiveIdleTimeout, idleHibernatesAt } from "@doppio/contracts";
 import { eq } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
-import { boxes, servers } from "../db/schema.ts";
+import { boxes, servers, users } from "../db/schema.ts";
 
 export type BoxRow = typeof boxes.$inferSelect;
 type ServerRow = typeof servers.$inferSelect;
 
+/**
+ * The box as the API shows it. `ownerIdleDefault` is its owner's idle timeout default
+ * (users.idle_timeout_minutes), which applies when the box has none of its own.
+ */
 export function toBox(
   row: BoxRow,
   server:
     | (Pick<ServerRow, "name" | "domain" | "publicScheme" | "publicPort"> &
         Partial<Pick<ServerRow, "unreachableSince">>)
     | null,
+  ownerIdleDefault: number | null = null,
 ): Box {
   // The host went silent: its boxes' last known states may no longer be true.
   const lost = !row.deletedAt && server?.unreachableSince ? server.unreachableSince : null;
   const status = lost ? "unknown" : row.status;
+  const idleTimeout = effectiveIdleTimeout(row.idleTimeoutMinutes, ownerIdleDefault);
+  const idleFrom = row.lastActiveAt ?? row.updatedAt;
   return {
     slug: row.slug,
     template: row.template,
@@ -32,7 +39,14 @@ export function toBox(
       ? boxUrls(row.slug, server.domain, server.publicScheme, server.publicPort ?? undefined)
       : null,
     env: row.env,
+    repo: row.repo,
     allowedActions: [...allowedActions(status)],
+    memoryFileBytes: row.memoryFileBytes,
+    idleTimeoutMinutes: idleTimeout,
+    idleTimeoutCustom: row.idleTimeoutMinutes !== null,
+    idleHibernatesAt:
+      status === "running" ? (idleHibernatesAt(idleFrom, idleTimeout)?.toISOString() ?? null) : null,
+    publicWake: row.publicWake,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
@@ -40,9 +54,10 @@ export function toBox(
 
 export async function loadBoxView(ctx: Ctx, boxId: string) {
   const [row] = await ctx.db
-    .select({ box: boxes, server: servers })
+    .select({ box: boxes, server: servers, ownerIdle: users.idleTimeoutMinutes })
     .from(boxes)
     .leftJoin(servers, eq(servers.id, boxes.serverId))
+    .leftJoin(users, eq(users.id, boxes.ownerId))
     .where(eq(boxes.id, boxId));
   return row ?? null;
 }
@@ -51,6 +66,10 @@ export async function loadBoxView(ctx: Ctx, boxId: string) {
 export async function publishBox(ctx: Ctx, boxId: string) {
   const row = await loadBoxView(ctx, boxId);
   if (!row) return null;
-  ctx.bus.publish(row.box.teamId, { type: "box", box: toBox(row.box, row.server), boxId: row.box.id });
+  ctx.bus.publish(row.box.teamId, {
+    type: "box",
+    box: toBox(row.box, row.server, row.ownerIdle),
+    boxId: row.box.id,
+  });
   return { teamId: row.box.teamId, slug: row.box.slug, serverName: row.server?.name ?? null };
 }

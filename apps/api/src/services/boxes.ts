@@ -3,7 +3,6 @@ import {
   BOX_SIZES,
   type BoxAction,
   type BoxJobPayload,
-  type BoxStatus,
   type CreateBoxRequest,
   canPerform,
   DESIRED_AFTER,
@@ -13,16 +12,31 @@ import {
 } from "@doppio/contracts";
 import { and, count, desc, eq, inArray, isNull, ne } from "drizzle-orm";
 import { newId } from "../auth/secrets.ts";
+import { requireCredit } from "../billing/funds.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
-import { agentJobs, boxes, servers, serverTemplates, templates } from "../db/schema.ts";
+import { agentJobs, boxes, servers, serverTemplates, templates, users } from "../db/schema.ts";
 import { type Candidate, placeBox } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
+import { usableRepos } from "../github/installations.ts";
 import { audit } from "./audit.ts";
 import { type BoxRow, loadBoxView, publishBox, toBox } from "./box-view.ts";
 import { usedByServer } from "./capacity.ts";
 import { insertJob, type JobRow } from "./jobs.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
+
+/** `owner/name` as GitHub spells it, when the user connected that repository; else a refusal. */
+async function connectedRepo(ctx: Ctx, userId: string, fullName: string): Promise<string> {
+  const [repo] = await usableRepos(ctx.db, userId, fullName);
+  if (!repo) {
+    throw new AppError(
+      "validation_failed",
+      `repository "${fullName}" is not one you connected on GitHub (see doppio github repos)`,
+      { field: "repo" },
+    );
+  }
+  return repo.fullName;
+}
 
 type TemplateRow = typeof templates.$inferSelect;
 
@@ -52,6 +66,7 @@ function jobPayload(box: BoxRow): BoxJobPayload {
     env: box.env,
     owner: box.ownerId,
     sitePublic: box.sitePublic,
+    publicWake: box.publicWake,
   };
 }
 
@@ -90,7 +105,10 @@ async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
 async function announce(ctx: Ctx, serverId: string, boxId: string): Promise<void> {
   const view = await loadBoxView(ctx, boxId);
   ctx.bus.jobEnqueued(serverId);
-  if (view) ctx.bus.publish(view.box.teamId, { type: "box", box: toBox(view.box, view.server), boxId });
+  if (view) {
+    const box = toBox(view.box, view.server, view.ownerIdle);
+    ctx.bus.publish(view.box.teamId, { type: "box", box, boxId });
+  }
 }
 
 /** Boxes a user may have at once: one user must not exhaust every server for everyone. */
@@ -117,6 +135,7 @@ export async function createBox(
     throw new AppError("validation_failed", `unknown template "${req.template}"`, { field: "template" });
   const size = req.size ?? template.defaultSize;
   const need = BOX_SIZES[size];
+  const repo = req.repo === undefined ? null : await connectedRepo(ctx, p.userId, req.repo);
   for (let attempt = 0; ; attempt++) {
     const slug = req.name ?? generateSlug();
     try {
@@ -124,6 +143,7 @@ export async function createBox(
         // candidates() locks the active servers, so concurrent creates count in turn.
         const hosts = await candidates(tx, template);
         await checkQuota(ctx, tx, p);
+        await requireCredit(ctx, tx, p.userId);
         const placement = placeBox(hosts, need, {
           now: ctx.clock.now(),
           heartbeatFreshMs: ctx.config.heartbeatFreshMs,
@@ -150,6 +170,7 @@ export async function createBox(
             desiredState: "running",
             status: IN_FLIGHT_STATUS.create,
             env: req.env ?? {},
+            repo,
             createdAt: now,
             updatedAt: now,
           })
@@ -190,7 +211,23 @@ export async function performAction(
   slug: string,
   action: Exclude<BoxAction, "create">,
 ): Promise<{ box: BoxRow; job: JobRow; deduplicated: boolean }> {
-  const box = await findBox(ctx, p, slug);
+  return actOnBox(ctx, await findBox(ctx, p, slug), action, { user: p.userId });
+}
+
+/**
+ * Queues `action` for `box` on behalf of `actor`: a user, or a server whose edge or idle
+ * timer asked (`reason` goes into the audit log). An identical job in flight is returned as
+ * is; any other job in flight, or an action the box's state does not allow, is a conflict.
+ */
+export async function actOnBox(
+  ctx: Ctx,
+  box: BoxRow,
+  action: Exclude<BoxAction, "create">,
+  actor: { user?: string; server?: string; reason?: string },
+): Promise<{ box: BoxRow; job: JobRow; deduplicated: boolean }> {
+  const slug = box.slug;
+  // A start (a resume or a wake included) needs credit; stopping and hibernating never do.
+  if (action === "start") await requireCredit(ctx, ctx.db, box.ownerId);
   const [inflight] = await ctx.db
     .select()
     .from(agentJobs)
@@ -219,10 +256,10 @@ export async function performAction(
       },
     );
   }
-  if (!canPerform(box.status as BoxStatus, action)) {
+  if (!canPerform(box.status, action)) {
     throw new AppError("conflict", `cannot ${action} box "${slug}" while it is ${box.status}`, {
       status: box.status,
-      allowedActions: allowedActions(box.status as BoxStatus),
+      allowedActions: allowedActions(box.status),
     });
   }
   try {
@@ -246,11 +283,12 @@ export async function performAction(
         payload: jobPayload(updated),
       });
       await audit(ctx, tx, {
-        user: p.userId,
+        ...(actor.user ? { user: actor.user } : {}),
+        ...(actor.server ? { server: actor.server } : {}),
         action: `box.${action}`,
         targetType: "box",
         targetId: box.id,
-        data: { slug },
+        data: actor.reason ? { slug, reason: actor.reason } : { slug },
       });
       return { box: updated, job, deduplicated: false };
     });
@@ -264,9 +302,10 @@ export async function performAction(
 
 export async function listBoxes(ctx: Ctx, p: Principal) {
   return ctx.db
-    .select({ box: boxes, server: servers })
+    .select({ box: boxes, server: servers, ownerIdle: users.idleTimeoutMinutes })
     .from(boxes)
     .leftJoin(servers, eq(servers.id, boxes.serverId))
+    .leftJoin(users, eq(users.id, boxes.ownerId))
     .where(and(eq(boxes.teamId, p.teamId), isNull(boxes.deletedAt)))
     .orderBy(desc(boxes.createdAt));
 }

@@ -7,7 +7,7 @@ import { audit } from "./audit.ts";
 import type { BoxRow } from "./box-view.ts";
 import { liveBoxOnServer } from "./boxes.ts";
 
-export type UserRow = typeof users.$inferSelect;
+type UserRow = typeof users.$inferSelect;
 
 /**
  * Where short-lived Git credentials come from (the GitHub integration plugs in here, e.g.

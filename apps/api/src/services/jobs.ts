@@ -66,7 +66,7 @@ export async function insertJob<A extends JobAction>(
 }
 
 /** Hands up to `max` pending jobs of the server to its agent under a delivery lease (one statement). */
-export async function claimJobs(ctx: Ctx, serverId: string, max: number): Promise<ClaimedJob[]> {
+async function claimJobs(ctx: Ctx, serverId: string, max: number): Promise<ClaimedJob[]> {
   const leaseExpiresAt = new Date(ctx.clock.now().getTime() + ctx.config.deliveryLeaseMs);
   const next = ctx.db
     .select({ id: agentJobs.id })
@@ -192,9 +192,24 @@ async function settleBox(tx: Db, boxId: string, outcome: JobOutcome, now: Date):
       return;
     case "create":
     case "start":
-    case "stop":
     case "reset":
-      await set({ ...settled(outcome.action), ip: outcome.data.ip });
+      // Idle time counts from the moment it runs again, not from before it was stopped.
+      await set({
+        ...settled(outcome.action),
+        ip: outcome.data.ip,
+        memoryFileBytes: null,
+        lastActiveAt: now,
+      });
+      return;
+    case "stop":
+      await set({ ...settled(outcome.action), ip: outcome.data.ip, memoryFileBytes: null });
+      return;
+    case "hibernate":
+      await set({
+        ...settled(outcome.action),
+        ip: outcome.data.ip,
+        memoryFileBytes: outcome.data.memoryFileBytes,
+      });
       return;
     case "build_golden":
     case "build_image":

@@ -1,5 +1,6 @@
 import type { Ctx } from "../context.ts";
 import { type ExclusiveResult, type ExclusiveTask, exclusively } from "../db/exclusive.ts";
+import { hibernateIdleBoxes } from "./idle.ts";
 import { reapExpiredJobs } from "./jobs.ts";
 import { purgeRateHits } from "./rate-limits.ts";
 import { markUnreachableServers } from "./servers.ts";
@@ -33,4 +34,9 @@ export function reapTick(ctx: Ctx) {
 /** One tick of the host liveness check (services/servers.ts), on one replica at a time. */
 export function livenessTick(ctx: Ctx) {
   return runExclusive(ctx, "server-liveness", () => markUnreachableServers(ctx));
+}
+
+/** One sweep of idle boxes into hibernation (services/idle.ts), on one replica at a time. */
+export function idleTick(ctx: Ctx) {
+  return runExclusive(ctx, "idle-sweep", () => hibernateIdleBoxes(ctx));
 }

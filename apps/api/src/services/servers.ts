@@ -17,6 +17,7 @@ import { endedBoxAccess } from "./access.ts";
 import { audit } from "./audit.ts";
 import { publishBox } from "./box-view.ts";
 import { usedByServer } from "./capacity.ts";
+import { recordActivity } from "./idle.ts";
 import { extendLeases, insertJob, type JobRow } from "./jobs.ts";
 import { getTemplate } from "./templates.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
@@ -31,6 +32,7 @@ async function toServers(ctx: Ctx, rows: ServerRow[]): Promise<Server[]> {
       name: s.name,
       domain: s.domain,
       status: s.status,
+      statusMessage: s.statusMessage,
       backend: s.backend,
       capacity: { vcpu: s.vcpu, memoryMb: s.memoryMb, diskGb: s.diskGb },
       used: used(s.id),
@@ -106,10 +108,17 @@ export async function rotateServerToken(
 }
 
 export async function serverForAgentToken(ctx: Ctx, token: string): Promise<ServerRow | null> {
-  const [row] = await ctx.db
-    .select()
-    .from(servers)
-    .where(eq(servers.agentTokenHash, sha256(token)));
+  const hash = sha256(token);
+  let [row] = await ctx.db.select().from(servers).where(eq(servers.agentTokenHash, hash));
+  if (!row) {
+    // The token a play handed the host (apps/api/src/ansible/plays.ts): its first use
+    // makes it the server's token, and the one before it stops working.
+    [row] = await ctx.db
+      .update(servers)
+      .set({ agentTokenHash: hash, nextAgentTokenHash: null })
+      .where(eq(servers.nextAgentTokenHash, hash))
+      .returning();
+  }
   return row && row.status !== "archived" ? row : null;
 }
 
@@ -141,6 +150,7 @@ export async function recordHeartbeat(
       });
   }
   await extendLeases(ctx, server.id, hb.jobs);
+  await recordActivity(ctx, server.id, hb.vms);
   const expected = await ctx.db
     .select({ slug: boxes.slug, desiredState: boxes.desiredState, status: boxes.status })
     .from(boxes)
@@ -149,7 +159,7 @@ export async function recordHeartbeat(
   const drift: HeartbeatResponse["drift"] = [];
   for (const box of expected) {
     const seen = observed.get(box.slug) ?? "gone";
-    const settled = box.status === "running" || box.status === "stopped";
+    const settled = box.status === "running" || box.status === "stopped" || box.status === "hibernated";
     if (!settled) continue; // a job is moving it; the job's result is the truth
     const matches = box.status === "running" ? seen === "running" : seen !== "running";
     if (!matches) drift.push({ slug: box.slug, expected: box.status, observed: seen });

@@ -2,6 +2,7 @@ import type { ApiToken, CreateTokenRequest, Me, Role } from "@doppio/contracts";
 import { and, eq, gt, isNull, or } from "drizzle-orm";
 import { DUMMY_HASH, hashPassword, needsRehash, verifyPassword } from "../auth/password.ts";
 import { newId, newSecret, sha256 } from "../auth/secrets.ts";
+import { grantTrial } from "../billing/trial.ts";
 import type { Ctx } from "../context.ts";
 import { apiTokens, sessions, teamMembers, teams, users } from "../db/schema.ts";
 import { AppError, notFound } from "../errors.ts";
@@ -47,6 +48,7 @@ export async function createAccount(
       });
       await tx.insert(teams).values({ id: teamId, name: teamName, createdAt: ctx.clock.now() });
       await tx.insert(teamMembers).values({ teamId, userId, role: "owner", createdAt: ctx.clock.now() });
+      await grantTrial(ctx, tx, userId);
       await audit(ctx, tx, {
         user: userId,
         action: role === "admin" ? "user.bootstrap_admin" : "user.signup",

@@ -6,6 +6,7 @@ import pg from "pg";
 import type { DestinationStream } from "pino";
 import { buildControlPlane, type ControlPlane } from "../../src/app.ts";
 import { ApiConfig } from "../../src/config.ts";
+import type { Clock } from "../../src/context.ts";
 import { openDatabase } from "../../src/db/client.ts";
 import { createLogger } from "../../src/logger.ts";
 import { TestClient } from "./client.ts";
@@ -82,6 +83,8 @@ export async function startControlPlane(
     logTo?: DestinationStream;
     /** An existing PostgreSQL database (another replica's); kept at close. */
     databaseUrl?: string;
+    /** The control plane's clock (default: the system's). */
+    clock?: Clock;
   } = {},
 ): Promise<TestControlPlane> {
   const kind = opts.kind ?? "pglite";
@@ -107,7 +110,12 @@ export async function startControlPlane(
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   let cp: ControlPlane;
   try {
-    cp = await buildControlPlane({ config, database, logger: createLogger(config.logLevel, opts.logTo) });
+    cp = await buildControlPlane({
+      config,
+      database,
+      logger: createLogger(config.logLevel, opts.logTo),
+      ...(opts.clock ? { clock: opts.clock } : {}),
+    });
   } catch (err) {
     await database.close();
     await dropDatabase();

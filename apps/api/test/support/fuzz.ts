@@ -61,7 +61,7 @@ const KNOWN: Record<string, string> = {
 };
 
 /** A value the schema accepts, as far as the schema alone can tell. */
-export function sample(schema: Schema, key = ""): unknown {
+function sample(schema: Schema, key = ""): unknown {
   if (schema.const !== undefined) return schema.const;
   if (schema.enum) return schema.enum[0];
   const option = schema.oneOf?.[0] ?? schema.anyOf?.[0];
@@ -93,7 +93,7 @@ export function sample(schema: Schema, key = ""): unknown {
 }
 
 /** Strings that have broken parsers, databases, terminals and regular expressions. */
-export const NASTY_STRINGS: Record<string, string> = {
+const NASTY_STRINGS: Record<string, string> = {
   huge: "x".repeat(60 * 1024),
   hugeBacktrack: `a@${".".repeat(60 * 1024)}@`,
   nul: "a\u0000b",
@@ -109,7 +109,7 @@ export const NASTY_STRINGS: Record<string, string> = {
   blank: "   ",
 };
 
-export const WRONG_TYPES: unknown[] = [0, -1, 1e308, 3.5, true, null, [], {}, ["x"], { $ne: null }, "x"];
+const WRONG_TYPES: unknown[] = [0, -1, 1e308, 3.5, true, null, [], {}, ["x"], { $ne: null }, "x"];
 
 export interface BodyVariant {
   label: string;

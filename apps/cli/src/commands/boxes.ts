@@ -1,13 +1,13 @@
-import { type Box, failureText, type Job } from "@doppio/contracts";
+import { type Box, failureText, type Job, repoNameProblem } from "@doppio/contracts";
 import { type Command, Option } from "commander";
 import type { ApiClient, BoxWithJob } from "../api.ts";
 import type { App } from "../app.ts";
 import { CliError, failed, usageError } from "../errors.ts";
-import { examples, formatAge, printJson, printKeyValues, renderTable, shortId } from "../output.ts";
+import { examples, formatAge, formatIn, printJson, printKeyValues, renderTable, shortId } from "../output.ts";
 import { waitForJob } from "../wait.ts";
 import { collect, parseEnv, parseSize, parseSlug } from "./box-args.ts";
 
-type Action = "start" | "stop" | "reset" | "rm";
+type Action = "start" | "stop" | "hibernate" | "reset" | "rm";
 
 interface ActionOptions {
   wait: boolean;
@@ -16,8 +16,21 @@ interface ActionOptions {
 }
 
 const ACTIONS: Record<Action, { describe: string; progress: string; done: string; confirm?: string }> = {
-  start: { describe: "start a stopped box", progress: "starting", done: "is running" },
-  stop: { describe: "stop a running box (its disk is kept)", progress: "stopping", done: "is stopped" },
+  start: {
+    describe: "start a stopped box, or resume a hibernated one where it was",
+    progress: "starting",
+    done: "is running",
+  },
+  stop: {
+    describe: "stop a running box (its disk is kept; a hibernated box's memory is not)",
+    progress: "stopping",
+    done: "is stopped",
+  },
+  hibernate: {
+    describe: "hibernate a running box: its processes and memory are kept for the next start",
+    progress: "hibernating",
+    done: "is hibernated",
+  },
   reset: {
     describe: "reset a box to its template (everything on its disk is lost)",
     progress: "resetting",
@@ -53,10 +66,11 @@ export function registerBoxCommands(program: Command, app: App): void {
       const now = app.io.now();
       app.io.stdout.write(
         renderTable(
-          ["NAME", "STATUS", "TEMPLATE", "SIZE", "CREATED", "SITE"],
+          ["NAME", "STATUS", "HIBERNATES", "TEMPLATE", "SIZE", "CREATED", "SITE"],
           boxes.map((b) => [
             b.slug,
             b.status,
+            b.idleHibernatesAt ? formatIn(b.idleHibernatesAt, now) : "-",
             b.template,
             b.size,
             formatAge(b.createdAt, now),
@@ -72,6 +86,10 @@ export function registerBoxCommands(program: Command, app: App): void {
     .option("-t, --template <template>", "template to create from (see: doppio templates)")
     .option("-s, --size <size>", "small, medium or large (default: the template's)")
     .option("-e, --env <NAME=value>", "environment variable for the box (repeatable)", collect)
+    .option(
+      "--repo <owner/name>",
+      "a GitHub repository you connected: the box's git credentials are for it (see: doppio github repos)",
+    )
     .option("--no-wait", "return as soon as the job is queued")
     .option("--json", "print JSON ({box, job})")
     .addHelpText(
@@ -82,13 +100,23 @@ Without a name the server picks a readable one (e.g. brisk-falcon-3f9a).
 Examples:
   doppio create --template minimal
   doppio create my-app --template frappe --size large --env GIT_BRANCH=develop
+  doppio create --template code --repo octo/my-app
   doppio create --template code --no-wait --json | jq -r .box.slug`,
     )
     .action(
       async (
         name: string | undefined,
-        opts: { template?: string; size?: string; env?: string[]; wait: boolean; json?: boolean },
+        opts: {
+          template?: string;
+          size?: string;
+          env?: string[];
+          repo?: string;
+          wait: boolean;
+          json?: boolean;
+        },
       ) => {
+        const repoProblem = opts.repo === undefined ? null : repoNameProblem(opts.repo);
+        if (repoProblem) throw usageError(`--repo: ${repoProblem}`, "list yours with: doppio github repos");
         const slug = name === undefined ? undefined : parseSlug(name);
         const size = opts.size === undefined ? undefined : parseSize(opts.size);
         const env = parseEnv(opts.env ?? []);
@@ -100,6 +128,7 @@ Examples:
           template: opts.template,
           size,
           env: Object.keys(env).length > 0 ? env : undefined,
+          repo: opts.repo,
         });
         await finishAction(app, api, created, "create", { wait: opts.wait, json: opts.json });
       },
@@ -160,6 +189,7 @@ const TITLES = {
   create: "creating",
   start: "starting",
   stop: "stopping",
+  hibernate: "hibernating",
   reset: "resetting",
   rm: "deleting",
 };
@@ -167,6 +197,7 @@ const DONE: Record<Action | "create", string> = {
   create: "is running",
   start: ACTIONS.start.done,
   stop: ACTIONS.stop.done,
+  hibernate: ACTIONS.hibernate.done,
   reset: ACTIONS.reset.done,
   rm: ACTIONS.rm.done,
 };
@@ -217,6 +248,15 @@ function printBox(app: App, box: Box, last: Job | undefined): void {
     ["size", box.size],
     ["server", box.server ?? "-"],
     ["ip", box.ip ?? "-"],
+    [
+      "idle",
+      box.idleTimeoutMinutes === null
+        ? "never hibernates"
+        : `hibernates after ${box.idleTimeoutMinutes} min idle${box.idleHibernatesAt ? ` (${formatIn(box.idleHibernatesAt, now)})` : ""}`,
+    ],
+    ...(box.memoryFileBytes !== null
+      ? [["saved memory", formatBytes(box.memoryFileBytes)] as [string, string]]
+      : []),
     ["site", box.urls?.site ?? "-"],
     ["code", box.urls?.code ?? "-"],
     ["created", `${box.createdAt} (${formatAge(box.createdAt, now)})`],
@@ -232,4 +272,16 @@ function printBox(app: App, box: Box, last: Job | undefined): void {
     ]);
   }
   printKeyValues(app.io.stdout, pairs);
+}
+
+/** Sizes as people read them: 1536 → "1.5 KiB". */
+function formatBytes(bytes: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = bytes;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${v} B` : `${v.toFixed(v < 10 ? 1 : 0)} ${units[i]}`;
 }

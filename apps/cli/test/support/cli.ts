@@ -19,13 +19,13 @@ export function buildCli(): Promise<void> {
   return built;
 }
 
-export interface CliResult {
+interface CliResult {
   code: number | null;
   stdout: string;
   stderr: string;
 }
 
-export interface RunningCli {
+interface RunningCli {
   child: ChildProcess;
   stdout(): string;
   stderr(): string;

@@ -16,6 +16,7 @@ const STEPS: Record<JobAction, StepName[]> = {
   stop: ["check_state", "remove_routes", "stop_vm", "teardown_network"],
   reset: ["check_state", "stop_vm", "prepare_disks", "restore_vm", "wait_ready", "add_routes"],
   delete: ["check_state", "remove_routes", "stop_vm", "teardown_network", "remove_disks", "release_ip"],
+  hibernate: ["check_state", "remove_routes", "hibernate_vm", "teardown_network"],
   build_golden: ["build_rootfs", "snapshot_vm"],
   build_image: ["build_rootfs", "write_image"],
 };
@@ -86,7 +87,11 @@ export async function startScriptedAgent(
     await send(
       failure !== null
         ? { type: "result", ok: false, ...failure }
-        : { type: "result", ok: true, data: job.action === "delete" ? {} : { ip: `10.0.0.${ipCounter++}` } },
+        : {
+            type: "result",
+            ok: true,
+            data: job.action === "delete" ? {} : resultData(job.action, `10.0.0.${ipCounter++}`),
+          },
     );
     finished.push(job.id);
   };
@@ -136,4 +141,10 @@ export async function startScriptedAgent(
       await loop;
     },
   };
+}
+
+/** A box job's successful result as its action's contract has it (agent-protocol.ts). */
+function resultData(action: JobAction, ip: string): Record<string, unknown> {
+  // A 48 MiB memory file, as a small box's hibernation leaves.
+  return action === "hibernate" ? { ip, memoryFileBytes: 48 * 1024 * 1024 } : { ip };
 }

@@ -47,6 +47,7 @@ export function useLiveEvents(enabled: boolean): LiveState {
         void qc.invalidateQueries({ queryKey: keys.boxes });
         void qc.invalidateQueries({ queryKey: ["box"] });
         void qc.invalidateQueries({ queryKey: ["jobs"] });
+        void qc.invalidateQueries({ queryKey: keys.wallet });
       });
       // Each event is parsed with the contract's schema; one that does not fit is dropped
       // (the next refetch brings the truth).
@@ -57,6 +58,13 @@ export function useLiveEvents(enabled: boolean): LiveState {
       source.addEventListener("job", (e) => {
         const job = parseEvent(events.job, e);
         if (job) putJob(qc, job);
+      });
+      // The balance crossed the warning threshold or reached zero: the banner reads the wallet.
+      source.addEventListener("wallet", (e) => {
+        if (parseEvent(events.wallet, e)) {
+          void qc.invalidateQueries({ queryKey: keys.wallet });
+          void qc.invalidateQueries({ queryKey: ["ledger"] });
+        }
       });
       source.addEventListener("error", () => {
         if (disposed) return;

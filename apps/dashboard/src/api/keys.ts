@@ -7,4 +7,11 @@ export const keys = {
   templates: ["templates"] as const,
   tokens: ["tokens"] as const,
   servers: ["servers"] as const,
+  wallet: ["wallet"] as const,
+  ledger: (kind: string) => ["ledger", kind] as const,
+  invoices: ["invoices"] as const,
+  github: ["github"] as const,
+  plays: (server: string) => ["plays", server] as const,
+  serverSsh: (server: string) => ["server-ssh", server] as const,
+  sshKey: ["ssh-key"] as const,
 };

@@ -1,3 +1,4 @@
+import type { LedgerKind } from "@doppio/contracts";
 import { useQuery } from "@tanstack/react-query";
 import { ApiError, call } from "./client.ts";
 import { keys } from "./keys.ts";
@@ -58,4 +59,28 @@ export function useServers() {
     queryFn: async () => (await call("listServers", {})).servers,
     refetchInterval: 15_000,
   });
+}
+
+/** The wallet ticks as boxes run; refetched every minute and on every `wallet` event. */
+export function useWallet() {
+  return useQuery({ queryKey: keys.wallet, queryFn: () => call("getWallet", {}), refetchInterval: 60_000 });
+}
+
+export function useLedger(kind: LedgerKind | "") {
+  return useQuery({
+    queryKey: keys.ledger(kind),
+    queryFn: async () => (await call("listLedger", { query: kind ? { kind } : {} })).entries,
+  });
+}
+
+export function useInvoices() {
+  return useQuery({
+    queryKey: keys.invoices,
+    queryFn: async () => (await call("listInvoices", {})).invoices,
+  });
+}
+
+/** The signed-in user's GitHub connection (linked account, installations, repositories). */
+export function useGitHub() {
+  return useQuery({ queryKey: keys.github, queryFn: () => call("getGitHub", {}) });
 }

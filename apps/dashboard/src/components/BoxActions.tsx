@@ -11,11 +11,15 @@ type Action = Exclude<BoxAction, "create">;
 const ROUTES = {
   start: "startBox",
   stop: "stopBox",
+  hibernate: "hibernateBox",
   reset: "resetBox",
   delete: "deleteBox",
 } as const satisfies Record<Action, RouteName>;
 
-/** Start, stop, reset, delete; enabled from the box's allowedActions, destructive ones confirmed first. */
+/**
+ * Start (or resume), stop, hibernate, reset, delete; enabled from the box's allowedActions,
+ * destructive ones confirmed first.
+ */
 export function BoxActions({ box }: { box: Box }) {
   const qc = useQueryClient();
   const [confirm, setConfirm] = useState<"reset" | "delete" | null>(null);
@@ -43,8 +47,9 @@ export function BoxActions({ box }: { box: Box }) {
   return (
     <div className="actions-wrap">
       <div className="actions">
-        {button("start", "Start")}
+        {button("start", box.status === "hibernated" ? "Resume" : "Start")}
         {button("stop", "Stop")}
+        {button("hibernate", "Hibernate")}
         {button("reset", "Reset")}
         {button("delete", "Delete", "btn btn-danger-outline")}
       </div>

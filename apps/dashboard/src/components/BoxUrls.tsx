@@ -2,7 +2,7 @@ import type { Box } from "@doppio/contracts";
 import { CopyButton } from "./CopyButton.tsx";
 
 /** VS Code is private: /access/open hands the signed-in user over to the box host with a token. */
-export function openCodeHref(codeUrl: string): string {
+function openCodeHref(codeUrl: string): string {
   const host = new URL(codeUrl).host;
   return `/api/v1/access/open?host=${encodeURIComponent(host)}&next=${encodeURIComponent("/")}`;
 }

@@ -5,6 +5,7 @@ import { call } from "../api/client.ts";
 import type { LiveState } from "../api/events.ts";
 import { keys } from "../api/keys.ts";
 import { Link, navigate, useLocation } from "../lib/router.tsx";
+import { WalletBanner } from "./WalletBanner.tsx";
 
 const LIVE_TEXT: Record<LiveState, string> = {
   connecting: "Connecting…",
@@ -33,7 +34,9 @@ export function Layout({ me, live, children }: { me: Me; live: LiveState; childr
   };
   const nav = [
     { to: "/", label: "Boxes", current: path === "/" || path.startsWith("/boxes") || path === "/new" },
+    { to: "/billing", label: "Billing", current: path === "/billing" },
     { to: "/tokens", label: "API tokens", current: path === "/tokens" },
+    { to: "/settings", label: "Settings", current: path === "/settings" },
     ...(me.role === "admin" ? [{ to: "/servers", label: "Servers", current: path === "/servers" }] : []),
   ];
   return (
@@ -66,6 +69,7 @@ export function Layout({ me, live, children }: { me: Me; live: LiveState; childr
         </div>
       </header>
       <main ref={main} id="main" className="main" tabIndex={-1}>
+        <WalletBanner />
         {children}
       </main>
     </div>

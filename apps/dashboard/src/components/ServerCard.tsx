@@ -1,6 +1,7 @@
 import type { Server } from "@doppio/contracts";
 import { formatAge } from "../lib/time.ts";
 import { BuildImageButton } from "./BuildImageButton.tsx";
+import { ServerPlays } from "./ServerPlays.tsx";
 import { UsageBar } from "./UsageBar.tsx";
 
 /** Heartbeats come every few seconds; a minute of silence means the agent is not talking to us. */
@@ -23,6 +24,11 @@ export function ServerCard({ server, now }: { server: Server; now: number }) {
       <p className="muted small">
         {server.domain} · {server.backend} · agent {server.agentVersion ?? "unknown"}
       </p>
+      {server.statusMessage && (
+        <p className="error-text small" role="alert">
+          {server.statusMessage}
+        </p>
+      )}
       <p className={online ? "ok-text" : "error-text"}>
         Heartbeat {formatAge(server.lastHeartbeatAt, now)}
         {!online && " (agent not reporting)"}
@@ -53,6 +59,7 @@ export function ServerCard({ server, now }: { server: Server; now: number }) {
           ))}
         </ul>
       )}
+      <ServerPlays server={server.name} />
     </li>
   );
 }

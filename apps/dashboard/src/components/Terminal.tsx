@@ -20,7 +20,7 @@ function measureCellWidth(parent: HTMLElement): number {
 }
 
 /** One line of terminal text (ANSI colours allowed) and its place in an increasing order. */
-export interface TermRow {
+interface TermRow {
   seq: number;
   text: string;
 }

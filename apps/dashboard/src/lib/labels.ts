@@ -1,12 +1,13 @@
 import { type BoxStatus, type JobAction, STEP_LABELS, type StepName } from "@doppio/contracts";
 
 export const STATUS_LABELS: Record<BoxStatus, string> = {
-  pending: "Queued",
   creating: "Creating",
   starting: "Starting",
   running: "Running",
   stopping: "Stopping",
   stopped: "Stopped",
+  hibernating: "Hibernating",
+  hibernated: "Hibernated",
   resetting: "Resetting",
   deleting: "Deleting",
   deleted: "Deleted",
@@ -16,10 +17,10 @@ export const STATUS_LABELS: Record<BoxStatus, string> = {
 
 /** Statuses that change by themselves soon: shown with a pulsing dot. */
 export const BUSY_STATUSES: readonly BoxStatus[] = [
-  "pending",
   "creating",
   "starting",
   "stopping",
+  "hibernating",
   "resetting",
   "deleting",
 ];
@@ -30,6 +31,7 @@ export const ACTION_TITLES: Record<JobAction, string> = {
   stop: "Stop",
   reset: "Reset",
   delete: "Delete",
+  hibernate: "Hibernate",
   build_golden: "Build golden snapshot",
   build_image: "Build image",
 };
@@ -40,4 +42,15 @@ export function stepLabel(name: StepName): string {
 
 export function formatMemory(mb: number): string {
   return mb >= 1024 ? `${Math.round((mb / 1024) * 10) / 10} GB` : `${mb} MB`;
+}
+
+export function formatBytes(bytes: number): string {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let v = bytes;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${v} B` : `${Math.round(v * 10) / 10} ${units[i]}`;
 }

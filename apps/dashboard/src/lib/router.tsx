@@ -2,7 +2,7 @@ import { type AnchorHTMLAttributes, type MouseEvent, useSyncExternalStore } from
 import { safeNext } from "./next.ts";
 
 /** A very small history router: the dashboard has a handful of routes under /dashboard. */
-export const BASE = "/dashboard";
+const BASE = "/dashboard";
 
 const listeners = new Set<() => void>();
 const notify = () => {

@@ -48,3 +48,8 @@ export function formatExpiry(iso: string | null, now: number): string {
 export function formatClock(iso: string): string {
   return new Date(iso).toLocaleTimeString([], { hour12: false });
 }
+
+/** Minutes (rounded up) until `iso`; 0 once it has passed. */
+export function minutesUntil(iso: string, now: number): number {
+  return Math.max(0, Math.ceil((Date.parse(iso) - now) / 60_000));
+}

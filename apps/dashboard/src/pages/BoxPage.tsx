@@ -2,15 +2,17 @@ import { BOX_SIZES } from "@doppio/contracts";
 import { ApiError } from "../api/client.ts";
 import { useBox, useJobs } from "../api/queries.ts";
 import { BoxActions } from "../components/BoxActions.tsx";
+import { BoxCost } from "../components/BoxCost.tsx";
 import { BoxUrls } from "../components/BoxUrls.tsx";
 import { EmptyState } from "../components/EmptyState.tsx";
 import { EnvEditor } from "../components/EnvEditor.tsx";
 import { ErrorNotice } from "../components/ErrorNotice.tsx";
+import { IdleCard } from "../components/IdleCard.tsx";
 import { JobSteps } from "../components/JobSteps.tsx";
 import { Loading } from "../components/Loading.tsx";
 import { LogsPanel } from "../components/LogsPanel.tsx";
 import { StatusBadge } from "../components/StatusBadge.tsx";
-import { formatMemory } from "../lib/labels.ts";
+import { formatBytes, formatMemory } from "../lib/labels.ts";
 import { Link } from "../lib/router.tsx";
 
 export function BoxPage({ slug }: { slug: string }) {
@@ -52,7 +54,9 @@ export function BoxPage({ slug }: { slug: string }) {
           <p className="muted small">
             {b.template} · {b.size} ({size.vcpu} vCPU, {formatMemory(size.memoryMb)}, {size.diskGb} GB)
             {b.server ? ` · on ${b.server}` : ""}
+            {b.memoryFileBytes !== null ? ` · saved memory ${formatBytes(b.memoryFileBytes)}` : ""}
           </p>
+          <BoxCost slug={b.slug} />
         </div>
         <StatusBadge status={b.status} />
       </div>
@@ -73,6 +77,7 @@ export function BoxPage({ slug }: { slug: string }) {
             <h2 id="manage-title">Manage</h2>
             <BoxActions box={b} />
           </section>
+          <IdleCard box={b} />
           <EnvEditor box={b} />
         </div>
         <div className="col">

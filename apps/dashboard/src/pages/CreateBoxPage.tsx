@@ -4,7 +4,7 @@ import { type FormEvent, useEffect, useState } from "react";
 import { putBox } from "../api/cache.ts";
 import { call, errorText } from "../api/client.ts";
 import { keys } from "../api/keys.ts";
-import { useTemplates } from "../api/queries.ts";
+import { useGitHub, useTemplates } from "../api/queries.ts";
 import { ErrorNotice } from "../components/ErrorNotice.tsx";
 import { Loading } from "../components/Loading.tsx";
 import { SizePicker } from "../components/SizePicker.tsx";
@@ -18,6 +18,9 @@ export function CreateBoxPage() {
   const [size, setSize] = useState<BoxSizeName | null>(null);
   const [name, setName] = useState("");
   const [touched, setTouched] = useState(false);
+  const github = useGitHub();
+  const [repo, setRepo] = useState("");
+  const repos = github.data?.repositories ?? [];
 
   // Default to the first template and its default size once they load.
   useEffect(() => {
@@ -36,6 +39,7 @@ export function CreateBoxPage() {
           template: template ?? "",
           ...(size ? { size } : {}),
           ...(name ? { name } : {}),
+          ...(repo ? { repo } : {}),
         },
       }),
     onSuccess: ({ box, job }) => {
@@ -91,6 +95,20 @@ export function CreateBoxPage() {
               : "Used in the box's URLs: lowercase letters, digits and hyphens."}
           </small>
         </div>
+        {repos.length > 0 && (
+          <div className="field">
+            <label htmlFor="box-repo">GitHub repository (optional)</label>
+            <select id="box-repo" name="repo" value={repo} onChange={(e) => setRepo(e.target.value)}>
+              <option value="">none</option>
+              {repos.map((r) => (
+                <option key={`${r.installationId}/${r.fullName}`} value={r.fullName}>
+                  {r.fullName}
+                </option>
+              ))}
+            </select>
+            <small className="hint">Pushes from the box use a short-lived token for this repository.</small>
+          </div>
+        )}
         {create.isError && (
           <div className="notice notice-error" role="alert">
             <p>{errorText(create.error)}</p>

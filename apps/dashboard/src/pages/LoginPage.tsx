@@ -1,3 +1,4 @@
+import { GITHUB_SIGNIN_ERRORS, type GitHubSignInError } from "@doppio/contracts";
 import { useQueryClient } from "@tanstack/react-query";
 import { call } from "../api/client.ts";
 import { keys } from "../api/keys.ts";
@@ -10,6 +11,7 @@ export function LoginPage({ mode }: { mode: "login" | "signup" }) {
   const next = search.get("next");
   const keep = next ? `?next=${encodeURIComponent(next)}` : "";
   const signup = mode === "signup";
+  const githubError = search.get("github_error");
 
   const submit = async (v: AuthValues) => {
     const body = signup
@@ -30,7 +32,20 @@ export function LoginPage({ mode }: { mode: "login" | "signup" }) {
         <p className="muted">
           {signup ? "Get a Frappe dev box with a site and VS Code in your browser." : "Welcome back."}
         </p>
+        {githubError && (
+          <div className="notice notice-error" role="alert">
+            <p>
+              {GITHUB_SIGNIN_ERRORS[githubError as GitHubSignInError] ??
+                "Signing in with GitHub did not complete."}
+            </p>
+          </div>
+        )}
         <AuthForm key={mode} mode={mode} onSubmit={submit} />
+        <p className="auth-alt">
+          <a className="btn btn-block" href="/api/v1/auth/github">
+            Sign in with GitHub
+          </a>
+        </p>
         <p className="auth-switch">
           {signup ? "Already have an account? " : "New here? "}
           <Link to={`${signup ? "/login" : "/signup"}${keep}`}>

@@ -56,7 +56,12 @@ export class ManualAgent {
     this.send(job, {
       type: "result",
       ok: true,
-      data: job.action === "delete" ? {} : { ip: `10.0.0.${this.ip++}` },
+      data:
+        job.action === "delete"
+          ? {}
+          : job.action === "hibernate"
+            ? { ip: `10.0.0.${this.ip++}`, memoryFileBytes: 48 * 1024 * 1024 }
+            : { ip: `10.0.0.${this.ip++}` },
     });
 
   /** Ships serial-log lines of a box on this server (each takes its UTF-8 length and a newline). */

@@ -27,6 +27,7 @@ export function specFromPayload(p: BoxJobPayload, secrets: BoxSecrets): BoxSpec 
     env: p.env,
     owner: p.owner,
     sitePublic: p.sitePublic,
+    publicWake: p.publicWake,
     secrets,
   };
 }
@@ -93,6 +94,17 @@ export function vmSpec(deps: HandlerDeps, box: Omit<StoredBox, "updatedAt">, gen
 
 export function publishRunning(deps: HandlerDeps, slug: string, spec: BoxSpec, upstream: Upstream): void {
   deps.routes.set(slug, { state: "running", upstream, owner: spec.owner, sitePublic: spec.sitePublic });
+}
+
+/** Hibernated: an allowed request wakes it (the edge's decide.ts). */
+export function publishHibernated(deps: HandlerDeps, slug: string, spec: BoxSpec): void {
+  deps.routes.set(slug, {
+    state: "hibernated",
+    upstream: () => null,
+    owner: spec.owner,
+    sitePublic: spec.sitePublic,
+    publicWake: spec.publicWake ?? false,
+  });
 }
 
 export function publishStopped(deps: HandlerDeps, slug: string, spec: BoxSpec): void {

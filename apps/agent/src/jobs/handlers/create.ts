@@ -12,9 +12,12 @@ import { boxRecord, freshSecrets, publishRunning, specFromPayload, vmSpec } from
 export const createHandler: JobHandler<"create"> = {
   async run(deps, p, job, report) {
     const { slug } = p;
-    const state = await report.step("check_state", () => deps.executor.inspect(slug));
+    // Both reads at once (the golden's status is not needed when the VM already runs).
+    const [state, goldenNow] = await report.step("check_state", () =>
+      Promise.all([deps.executor.inspect(slug), deps.executor.goldenStatus(p.template)]),
+    );
     // Decide the path before taking an address, so an impossible create leaves nothing behind.
-    const golden = state === "running" ? null : await deps.executor.goldenStatus(p.template);
+    const golden = state === "running" ? null : goldenNow;
     if (golden && golden.status !== "ready" && p.template !== deps.config.defaultTemplate) {
       throw new AgentError(
         "no_golden",

@@ -1,6 +1,7 @@
 import type { Handlers } from "../registry.ts";
 import { createHandler } from "./create.ts";
 import { deleteHandler } from "./delete.ts";
+import { hibernateHandler } from "./hibernate.ts";
 import { resetHandler, startHandler, stopHandler } from "./lifecycle.ts";
 import { buildGoldenHandler, buildImageHandler } from "./template.ts";
 
@@ -12,6 +13,7 @@ export function defaultRegistry(): Handlers {
     stop: stopHandler,
     delete: deleteHandler,
     reset: resetHandler,
+    hibernate: hibernateHandler,
     build_golden: buildGoldenHandler,
     build_image: buildImageHandler,
   };

@@ -24,7 +24,10 @@ function knownBox(deps: HandlerDeps, p: BoxJobPayload, state: string): Omit<Stor
   return boxRecord(deps, p.slug, ip, specFromPayload(p, prev?.spec.secrets ?? freshSecrets()), prev);
 }
 
-/** start: cold-boot from the box's own disks; a box already running is adopted as is. */
+/**
+ * start: cold-boot from the box's own disks, or resume a hibernated box's memory (the
+ * executor decides from what is on the host); a box already running is adopted as is.
+ */
 export const startHandler: JobHandler<"start"> = {
   async run(deps, p, _job, report) {
     const state = await report.step("check_state", () => deps.executor.inspect(p.slug));
@@ -45,7 +48,8 @@ export const stopHandler: JobHandler<"stop"> = {
     const box = { ...knownBox(deps, p, state), desiredState: "stopped" as const };
     deps.boxes.upsert(box);
     await report.step("remove_routes", async () => publishStopped(deps, p.slug, box.spec));
-    if (state === "running") await deps.executor.stop(p.slug, report);
+    // A hibernated box's saved memory goes too: a stopped box boots from its disks.
+    if (state === "running" || state === "hibernated") await deps.executor.stop(p.slug, report);
     return { ip: box.ip };
   },
 };

@@ -5,13 +5,13 @@
  * contract tests validate every request against it.
  */
 
-export interface TokenBucket {
+interface TokenBucket {
   size: number;
   refill_time: number;
   one_time_burst?: number;
 }
 
-export interface RateLimiter {
+interface RateLimiter {
   bandwidth?: TokenBucket;
   ops?: TokenBucket;
 }
@@ -92,10 +92,6 @@ export interface BalloonUpdate {
 
 export type ActionType = "FlushMetrics" | "InstanceStart" | "SendCtrlAltDel";
 
-export interface InstanceActionInfo {
-  action_type: ActionType;
-}
-
 export interface Vm {
   state: "Paused" | "Resumed";
 }
@@ -106,12 +102,12 @@ export interface SnapshotCreateParams {
   snapshot_type?: "Full" | "Diff";
 }
 
-export interface MemoryBackend {
+interface MemoryBackend {
   backend_type: "File" | "Uffd";
   backend_path: string;
 }
 
-export interface NetworkOverride {
+interface NetworkOverride {
   iface_id: string;
   host_dev_name: string;
 }

@@ -1,6 +1,6 @@
 import { CodedError } from "../../coded-error.ts";
 
-export const FIRECRACKER_ERROR_CODES = [
+const FIRECRACKER_ERROR_CODES = [
   /** Firecracker answered with a non-2xx status; `faultMessage` holds its `fault_message`. */
   "api_rejected",
   /** The API socket did not answer (process gone, socket missing, malformed reply). */
@@ -16,6 +16,10 @@ export const FIRECRACKER_ERROR_CODES = [
   "no_uid_free",
   /** The spec asks for something this backend cannot do (e.g. no TAP). */
   "unsupported",
+  /** Only a running box can hibernate. */
+  "not_running",
+  /** The box's saved memory did not load; it is discarded. */
+  "resume_failed",
 ] as const;
 export type FirecrackerErrorCode = (typeof FIRECRACKER_ERROR_CODES)[number];
 

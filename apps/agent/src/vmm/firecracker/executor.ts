@@ -12,11 +12,20 @@ import type {
   Upstream,
   VmSpec,
 } from "../executor.ts";
+import { FirecrackerClient } from "./api-client.ts";
 import { CleanupStack } from "./cleanup.ts";
 import type { FirecrackerConfig } from "./config.ts";
 import { cloneDisk, createVolume, growTo } from "./disks.ts";
 import { FirecrackerError } from "./errors.ts";
 import { buildGolden, currentGolden, type GoldenDeps, goldenStatus, type ReadinessProbe } from "./golden.ts";
+import {
+  commitSnapshot,
+  discardSavedMemory,
+  prepareSnapshotDir,
+  type SavedMemory,
+  savedMemory,
+  snapshotPaused,
+} from "./hibernate.ts";
 import { boxJailId, HostLayout, IN_JAIL } from "./layout.ts";
 import type { VmmProcesses } from "./process.ts";
 import { claimUid, releaseUid } from "./uid-pool.ts";
@@ -139,13 +148,15 @@ export class FirecrackerExecutor implements Executor {
     const rec = await readRecord(this.layout.vmFile(spec.slug, "vm.json"));
     if (!rec) throw new FirecrackerError("not_found", `box ${spec.slug} has no disks on this host`);
     if (rec.pid && (await this.d.processes.isAlive(rec.pid, rec.jailId))) return upstreamAt(rec.ip);
+    const saved = await savedMemory(this.layout, spec.slug);
+    if (saved) return this.resume(spec, rec, saved, report);
     await report.step("prepare_disks", async () => {
       for (const f of ["rootfs.ext4", "volume.ext4"] as const) {
         if (!existsSync(this.layout.vmFile(spec.slug, f))) {
           throw new FirecrackerError("not_found", `box ${spec.slug} is missing ${f}`);
         }
       }
-      // Start always cold-boots (spec page 03 §3): a per-VM snapshot is never resumed.
+      // Without saved memory a start cold-boots: the golden restore's `snapshot` dir is never reused.
       await rm(this.layout.vmFile(spec.slug, "snapshot"), { recursive: true, force: true });
       await growTo(this.layout.vmFile(spec.slug, "volume.ext4"), spec.diskGb);
       await removeJail(this.deps, rec.jailId);
@@ -159,7 +170,103 @@ export class FirecrackerExecutor implements Executor {
     const rec = await readRecord(this.layout.vmFile(slug, "vm.json"));
     if (!rec) return;
     await this.halt(rec, report);
+    await discardSavedMemory(this.layout, slug);
     await writeRecord(this.layout.vmFile(slug, "vm.json"), { ...rec, pid: null, lifecycle: "stopped" });
+  }
+
+  /**
+   * Pause, full snapshot into the jail, end the VMM, then commit the files to the box's dir
+   * (hibernate.ts). A failure before the VMM ends resumes the guest; one after it leaves the
+   * box exited with no saved memory, so a start boots its disks.
+   */
+  async hibernate(slug: string, report: StepReporter): Promise<{ memoryFileBytes: number }> {
+    assertSlug(slug);
+    const rec = await readRecord(this.layout.vmFile(slug, "vm.json"));
+    const existing = await savedMemory(this.layout, slug);
+    if (!rec?.pid || !(await this.d.processes.isAlive(rec.pid, rec.jailId))) {
+      if (existing) return { memoryFileBytes: existing.bytes };
+      throw new FirecrackerError(
+        "not_running",
+        `box ${slug} is not running: only a running box can hibernate`,
+      );
+    }
+    const pid = rec.pid;
+    const saved = await report.step("hibernate_vm", async () => {
+      await discardSavedMemory(this.layout, slug);
+      const client = new FirecrackerClient(this.layout.socket(rec.jailId), {
+        timeoutMs: this.d.cfg.apiTimeoutMs,
+      });
+      try {
+        await prepareSnapshotDir(this.layout, rec.jailId, rec.uid, rec.gid);
+        await snapshotPaused(client);
+      } catch (err) {
+        await client.patchVm("Resumed").catch(() => undefined);
+        throw err;
+      }
+      // Paused and saved: killed, not asked to shut down (it could not react anyway).
+      await stopVmm(this.deps, rec.jailId, pid, false);
+      try {
+        return await commitSnapshot(this.layout, slug, rec.jailId, () => this.d.clock.now());
+      } catch (err) {
+        await discardSavedMemory(this.layout, slug);
+        throw err;
+      }
+    });
+    await writeRecord(this.layout.vmFile(slug, "vm.json"), { ...rec, pid: null, lifecycle: "stopped" });
+    await report.step("teardown_network", async () => {
+      await removeJail(this.deps, rec.jailId);
+      if (rec.tap) await this.d.network.removeTap(rec.tap);
+    });
+    this.d.log.info({ slug, bytes: saved.bytes }, "box hibernated");
+    return { memoryFileBytes: saved.bytes };
+  }
+
+  async memoryFileBytes(slug: string): Promise<number | null> {
+    assertSlug(slug);
+    return (await savedMemory(this.layout, slug))?.bytes ?? null;
+  }
+
+  /**
+   * Loads the box's own snapshot paused with its TAP, drops the saved files (the disks move
+   * on from here), gives it fresh metadata (new generation: the guest sets its clock again)
+   * and resumes it. A snapshot that does not load is discarded, so the next start boots.
+   */
+  private async resume(spec: VmSpec, rec: VmRecord, saved: SavedMemory, report: StepReporter) {
+    const tap = requireTap(spec);
+    const updated: VmRecord = { ...rec, ip: spec.net.ip, tap, pid: null };
+    try {
+      return await this.guarded(async (cleanup) => {
+        await this.setupNetwork(spec, report, cleanup);
+        await report.step("resume_vm", async () => {
+          const files = [
+            ...this.diskFiles(spec.slug),
+            // The box's own files (root's at rest), handed to its VMM's uid to load.
+            { host: saved.vmstate, inJail: IN_JAIL.vmstate, owned: true },
+            { host: saved.mem, inJail: IN_JAIL.mem, owned: true },
+          ];
+          const launched = await this.launchBox(updated, saved.memoryMb, files, cleanup);
+          await loadPaused(launched.client, tap);
+          // The jail's links keep the files the VMM has mapped; the box's copies go now.
+          await discardSavedMemory(this.layout, spec.slug);
+          await applyIdentityAndResume(launched.client, mmdsPayload(spec.metadata), 0);
+          await writeRecord(this.layout.vmFile(spec.slug, "vm.json"), { ...updated, lifecycle: "running" });
+        });
+        const golden = await currentGolden(this.deps, spec.template);
+        const ports = golden?.info.readyPorts ?? this.d.cfg.defaultReadyPorts;
+        await report.step("wait_ready", () =>
+          this.d.probe.waitForPorts(spec.net.ip, ports, this.d.cfg.readyTimeoutMs),
+        );
+        this.d.log.info({ slug: spec.slug }, "resumed from hibernation");
+        return upstreamAt(spec.net.ip);
+      });
+    } catch (err) {
+      await discardSavedMemory(this.layout, spec.slug).catch(() => undefined);
+      throw new FirecrackerError(
+        "resume_failed",
+        `box ${spec.slug} could not be resumed from its saved memory, which is discarded (start it again to boot from its disks): ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
   }
 
   async remove(slug: string, report: StepReporter): Promise<void> {
@@ -191,6 +298,7 @@ export class FirecrackerExecutor implements Executor {
     assertSlug(slug);
     const rec = await readRecord(this.layout.vmFile(slug, "vm.json"));
     if (rec?.pid && (await this.d.processes.isAlive(rec.pid, rec.jailId))) return "running";
+    if (rec && (await savedMemory(this.layout, slug))) return "hibernated";
     if (rec?.lifecycle === "stopped") return "stopped";
     return existsSync(this.layout.vmFile(slug, "rootfs.ext4")) ? "exited" : "gone";
   }

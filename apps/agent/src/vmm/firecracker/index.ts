@@ -7,9 +7,8 @@ import { TcpReadinessProbe } from "./tcp-probe.ts";
 import type { Clock } from "./vm-launch.ts";
 
 export { type FirecrackerConfig, firecrackerConfig } from "./config.ts";
-export { FirecrackerError } from "./errors.ts";
 export { FirecrackerExecutor } from "./executor.ts";
-export { assertPrerequisites, checkPrerequisites } from "./prerequisites.ts";
+export { assertPrerequisites } from "./prerequisites.ts";
 
 export const systemClock: Clock = {
   now: () => Date.now(),

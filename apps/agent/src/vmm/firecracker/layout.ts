@@ -84,7 +84,7 @@ export function goldenJailId(template: string, buildId: string): string {
 }
 
 /** Template names become directory names as-is when safe, else by hash. */
-export function templateKey(template: string): string {
+function templateKey(template: string): string {
   return /^[a-z0-9][a-z0-9._-]{0,63}$/.test(template) && !template.includes("..")
     ? template
     : `t-${createHash("sha256").update(template).digest("hex").slice(0, 16)}`;

@@ -120,7 +120,7 @@ export interface BootDevices {
 }
 
 /** Logger and metrics first: they are the only resources allowed before a snapshot load. */
-export async function setupTelemetry(client: FirecrackerClient): Promise<void> {
+async function setupTelemetry(client: FirecrackerClient): Promise<void> {
   await client.putLogger({ log_path: IN_JAIL.log, level: "Info", show_level: true });
   await client.putMetrics({ metrics_path: IN_JAIL.metrics });
 }

@@ -41,9 +41,23 @@ export interface LaunchSpec {
   pidFile: string;
   /** Restore from this migration stream instead of booting (starts paused; `cont` resumes). */
   incomingFile?: string;
+  /**
+   * Guest RAM in a file instead of anonymous memory. The golden build maps it shared (its
+   * RAM lands in the file and `x-ignore-shared` keeps it out of the migration stream); a
+   * clone maps the same file private (MAP_PRIVATE): it reads the golden's pages from the
+   * page cache, shared by every clone, and its own writes never reach the file.
+   */
+  memoryFile?: { path: string; share: boolean };
+  /**
+   * `-incoming defer`: the caller sets migration capabilities over QMP, then starts the
+   * restore with `migrate-incoming` (x-ignore-shared is no `-global` property in QEMU 7.2).
+   */
+  incomingDefer?: boolean;
 }
 
-export const METADATA_FW_CFG_NAME = "opt/doppio/meta";
+const METADATA_FW_CFG_NAME = "opt/doppio/meta";
+/** The RAM block of a file-backed guest: its id is part of the migration stream. */
+const MEMORY_BACKEND_ID = "mem";
 
 export function kernelCmdline(accel: Accel, tscKhz: number | null): string {
   const args = ["console=ttyS0", "quiet", "panic=-1"];
@@ -58,7 +72,13 @@ export function kernelCmdline(accel: Accel, tscKhz: number | null): string {
 export function qemuArgs(s: LaunchSpec): string[] {
   const args = [
     "-M",
-    "microvm,acpi=on",
+    s.memoryFile ? `microvm,acpi=on,memory-backend=${MEMORY_BACKEND_ID}` : "microvm,acpi=on",
+    ...(s.memoryFile
+      ? [
+          "-object",
+          `memory-backend-file,id=${MEMORY_BACKEND_ID},size=${s.memoryMb}M,mem-path=${optValue(s.memoryFile.path)},share=${s.memoryFile.share ? "on" : "off"}`,
+        ]
+      : []),
     "-accel",
     s.accel,
     ...(s.accel === "kvm" ? ["-cpu", "host"] : []),
@@ -97,7 +117,8 @@ export function qemuArgs(s: LaunchSpec): string[] {
     "-pidfile",
     s.pidFile,
   ];
-  if (s.incomingFile) args.push("-S", "-incoming", `exec:cat ${s.incomingFile}`);
+  if (s.incomingDefer) args.push("-S", "-incoming", "defer");
+  else if (s.incomingFile) args.push("-S", "-incoming", `exec:cat ${s.incomingFile}`);
   return args;
 }
 

@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { BOX_SIZES } from "@doppio/contracts";
 import type { Logger } from "pino";
 import { numToIp, poolLayout } from "../../cidr.ts";
 import type { AgentConfig } from "../../config.ts";
@@ -25,6 +26,8 @@ export async function createQemuBackend(config: AgentConfig, log: Logger): Promi
     goldenNet: { ip: numToIp(pool.golden), prefix: pool.prefix, gateway: numToIp(pool.gateway) },
     accel: "auto",
     userModeMetadataPort: metadataPort,
+    // Every box size the control plane offers: the first create of each finds a volume ready.
+    volumeSizesGb: Object.values(BOX_SIZES).map((s) => s.diskGb),
     log,
   });
   return { executor, network: hostNet };

@@ -11,6 +11,11 @@ export interface QemuContext {
   readyTimeoutMs: number;
   /** Reserved golden identity, outside the box pool (spec page 03 §4a). */
   goldenNet: { ip: string; prefix: number; gateway: string };
+  /**
+   * How golden snapshots keep guest RAM: `mapped` in a file that clones map copy-on-write
+   * (mapped-ram.ts), `streamed` inside the migration stream that each restore copies.
+   */
+  goldenMemory: "mapped" | "streamed";
   resolveAccel(kernel: string, initrd: string): Promise<{ accel: Accel; tscKhz: number | null }>;
   now(): Date;
 }

@@ -1,6 +1,6 @@
 import { CodedError } from "../../coded-error.ts";
 
-export const QEMU_ERROR_CODES = [
+const QEMU_ERROR_CODES = [
   /** QEMU answered a QMP command with an error. */
   "qmp_error",
   /** The QMP socket did not answer (process gone, socket missing, malformed reply). */
@@ -16,6 +16,10 @@ export const QEMU_ERROR_CODES = [
   "disk_failed",
   "migration_failed",
   "invalid_spec",
+  /** Only a running box can hibernate. */
+  "not_running",
+  /** The saved memory did not load; it is discarded. */
+  "resume_failed",
 ] as const;
 export type QemuErrorCode = (typeof QEMU_ERROR_CODES)[number];
 

@@ -2,6 +2,7 @@ import { access, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { VmState } from "@doppio/contracts";
 import type { Logger } from "pino";
+import { VolumePool } from "../../pool/volumes.ts";
 import type {
   Executor,
   GoldenInfo,
@@ -14,11 +15,14 @@ import type {
 import { detectAccel, hostTscKhz } from "./accel.ts";
 import type { Accel } from "./args.ts";
 import type { QemuContext } from "./context.ts";
+import { createVolume } from "./disks.ts";
 import { QemuError } from "./errors.ts";
 import { buildGoldenSnapshot, currentGolden, pruneGoldenBuilds } from "./golden.ts";
+import { discardSavedMemory, savedMemory, saveMemory } from "./hibernate.ts";
 import { type LaunchDeps, launchBox, type Origin, upstreamOf } from "./launch.ts";
 import { type BoxPaths, boxesDir, boxPaths } from "./layout.ts";
 import { isVmProcess, killVm, readPid } from "./process.ts";
+import { QmpClient } from "./qmp.ts";
 import { type BoxRecord, type GoldenManifest, readJson } from "./records.ts";
 
 export interface QemuExecutorConfig {
@@ -42,6 +46,17 @@ export interface QemuExecutorConfig {
    */
   userModeMetadataPort?: number | null;
   readyTimeoutMs?: number;
+  /**
+   * Pre-formatted data volumes kept per size in `<dataDir>/volume-pool` (pool/volumes.ts);
+   * 0 formats each volume on the create path. Default 2.
+   */
+  volumePoolPerSize?: number;
+  /** Volume sizes (GiB) filled at start; other sizes join the pool on first use. */
+  volumeSizesGb?: readonly number[];
+  /** Golden snapshots' guest RAM: `mapped` (default, mapped-ram.ts) or `streamed`. */
+  goldenMemory?: "mapped" | "streamed";
+  /** Bytes per second QEMU may write a hibernating box's memory at (default: unthrottled). */
+  hibernateBandwidth?: number;
   qemuBinary?: string;
   log: Logger;
   now?: () => Date;
@@ -58,9 +73,11 @@ export class QemuExecutor implements Executor {
   readonly #network: HostNetwork | null;
   readonly #userPorts: number[];
   readonly #userMetadataPort: number | null;
+  readonly #hibernateBandwidth: number | undefined;
   readonly #locks = new Map<string, Promise<unknown>>();
   readonly #goldenBuilds = new Map<string, { version: string; error: string | null; building: boolean }>();
   #accel: Promise<{ accel: Accel; tscKhz: number | null }> | null = null;
+  readonly #volumes: VolumePool | null;
 
   constructor(config: QemuExecutorConfig) {
     const qemuBinary = config.qemuBinary ?? "qemu-system-x86_64";
@@ -69,6 +86,20 @@ export class QemuExecutor implements Executor {
     this.#network = config.network;
     this.#userPorts = config.userModePorts ?? [8000, 8888];
     this.#userMetadataPort = config.userModeMetadataPort ?? null;
+    const perSize = config.volumePoolPerSize ?? 2;
+    this.#volumes =
+      perSize > 0
+        ? new VolumePool({
+            dir: join(config.dataDir, "volume-pool"),
+            perSize,
+            format: createVolume,
+            log: config.log,
+          })
+        : null;
+    this.#volumes?.start(config.volumeSizesGb ?? []).catch((err: unknown) => {
+      config.log.warn({ err }, "volume pool did not start; volumes are formatted on the create path");
+    });
+    this.#hibernateBandwidth = config.hibernateBandwidth;
     this.#ctx = {
       dataDir: config.dataDir,
       imagesDir: config.imagesDir,
@@ -77,6 +108,7 @@ export class QemuExecutor implements Executor {
       log,
       readyTimeoutMs: config.readyTimeoutMs ?? 120_000,
       goldenNet: config.goldenNet,
+      goldenMemory: config.goldenMemory ?? "mapped",
       now: config.now ?? (() => new Date()),
       resolveAccel: (kernel, initrd) => {
         this.#accel ??= (async () => {
@@ -122,10 +154,45 @@ export class QemuExecutor implements Executor {
       const state = await this.#state(paths);
       if (state === "gone") throw new QemuError("not_found", `box ${slug} has no artifacts on this host`);
       const record = await readJson<BoxRecord>(paths.record);
-      await report.step("stop_vm", () => this.#kill(paths));
+      await report.step("stop_vm", async () => {
+        await this.#kill(paths);
+        await discardSavedMemory(paths);
+      });
       await report.step("teardown_network", () => this.#removeTap(record));
       await writeFile(paths.stopped, this.#ctx.now().toISOString());
     });
+  }
+
+  hibernate(slug: string, report: StepReporter): Promise<{ memoryFileBytes: number }> {
+    return this.#locked(slug, async () => {
+      const paths = boxPaths(this.#ctx.dataDir, slug);
+      const state = await this.#state(paths);
+      const existing = await savedMemory(paths);
+      if (state !== "running") {
+        // Already hibernated (a retried job) is done; anything else has no memory to keep.
+        if (existing) return { memoryFileBytes: existing.bytes };
+        throw new QemuError("not_running", `box ${slug} is ${state}: only a running box can hibernate`);
+      }
+      const record = await readJson<BoxRecord>(paths.record);
+      const saved = await report.step("hibernate_vm", async () => {
+        // A stale stream from an earlier boot must never be taken for this one's.
+        await discardSavedMemory(paths);
+        const qmp = await QmpClient.connect(paths.qmp, 5_000);
+        try {
+          return await saveMemory(qmp, paths, this.#ctx.now, { bandwidth: this.#hibernateBandwidth });
+        } finally {
+          qmp.close();
+        }
+      });
+      await report.step("stop_vm", () => this.#kill(paths));
+      await report.step("teardown_network", () => this.#removeTap(record));
+      this.#ctx.log.info({ slug, bytes: saved.bytes, memoryMb: saved.memoryMb }, "box hibernated");
+      return { memoryFileBytes: saved.bytes };
+    });
+  }
+
+  async memoryFileBytes(slug: string): Promise<number | null> {
+    return (await savedMemory(boxPaths(this.#ctx.dataDir, slug)))?.bytes ?? null;
   }
 
   remove(slug: string, report: StepReporter): Promise<void> {
@@ -224,8 +291,14 @@ export class QemuExecutor implements Executor {
     return goldenInfo(m);
   }
 
+  /** The pre-formatted volume pool (benches and tests wait for it to fill). */
+  get volumePool(): VolumePool | null {
+    return this.#volumes;
+  }
+
   async close(): Promise<void> {
-    // Nothing is held between actions: QMP connections are per action, VMs run detached.
+    // QMP connections are per action and VMs run detached: only volume refills are in flight.
+    await this.#volumes?.close();
   }
 
   async #create(spec: VmSpec, report: StepReporter, fromGolden: boolean): Promise<Upstream> {
@@ -234,8 +307,12 @@ export class QemuExecutor implements Executor {
 
   async #createLocked(spec: VmSpec, report: StepReporter, fromGolden: boolean): Promise<Upstream> {
     const paths = boxPaths(this.#ctx.dataDir, spec.slug);
-    const state = await this.#state(paths);
-    const record = await readJson<BoxRecord>(paths.record);
+    // Independent reads, side by side: every one is on the create path.
+    const [state, record, golden] = await Promise.all([
+      this.#state(paths),
+      readJson<BoxRecord>(paths.record),
+      fromGolden ? currentGolden(this.#ctx, spec.template) : null,
+    ]);
     if (record?.created) {
       // A create that already finished (agent crashed before reporting): never wipe it.
       return state === "running" ? upstreamOf(record) : this.#start(spec, report);
@@ -247,7 +324,6 @@ export class QemuExecutor implements Executor {
     }
     let origin: Origin = { kind: "image" };
     if (fromGolden) {
-      const golden = await currentGolden(this.#ctx, spec.template);
       if (!golden) throw new QemuError("golden_missing", `no golden snapshot for template ${spec.template}`);
       origin = { kind: "golden", golden };
     }
@@ -271,11 +347,24 @@ export class QemuExecutor implements Executor {
       throw new QemuError("not_found", `box ${spec.slug} has no disks to start from`);
     if (state === "running") return upstreamOf(record);
     await rm(paths.stopped, { force: true });
+    const saved = await savedMemory(paths);
+    const origin: Origin = saved
+      ? { kind: "resume", record, saved, consume: () => discardSavedMemory(paths) }
+      : { kind: "existing", record };
     try {
-      return await launchBox(this.#launchDeps(), spec, paths, { kind: "existing", record }, report);
+      return await launchBox(this.#launchDeps(), spec, paths, origin, report);
     } catch (err) {
       await this.#kill(paths).catch(() => undefined);
       await this.#removeTap(record).catch(() => undefined);
+      if (saved) {
+        // A stream QEMU could not load is never tried again: the next start boots the disks.
+        await discardSavedMemory(paths).catch(() => undefined);
+        throw new QemuError(
+          "resume_failed",
+          `box ${spec.slug} could not be resumed from its saved memory, which is discarded (start it again to boot from its disks): ${(err as Error).message}`,
+          { cause: err },
+        );
+      }
       throw err;
     }
   }
@@ -284,6 +373,7 @@ export class QemuExecutor implements Executor {
   async #state(paths: BoxPaths): Promise<VmState> {
     const pid = await readPid(paths.pid);
     if (pid !== null && (await isVmProcess(pid, paths.dir))) return "running";
+    if (await savedMemory(paths)) return "hibernated";
     if (await exists(paths.stopped)) return "stopped";
     if (await exists(paths.overlay)) return "exited";
     return "gone";
@@ -317,6 +407,7 @@ export class QemuExecutor implements Executor {
       network: this.#network,
       userPorts: this.#userPorts,
       userMetadataPort: this.#userMetadataPort,
+      volumes: this.#volumes,
     };
   }
 

@@ -10,6 +10,7 @@ import type { QemuContext } from "./context.ts";
 import { createOverlay, createSparse } from "./disks.ts";
 import { QemuError } from "./errors.ts";
 import { goldenBuildPaths, goldenTemplateDir, imagePaths } from "./layout.ts";
+import { ignoreShared } from "./mapped-ram.ts";
 import { writeMetadataFile } from "./metadata.ts";
 import { isVmProcess, killVm, launchQemu } from "./process.ts";
 import type { QmpClient } from "./qmp.ts";
@@ -17,11 +18,11 @@ import { waitReady } from "./ready.ts";
 import { type GoldenManifest, readJson, writeJson } from "./records.ts";
 
 /** Generation of the golden build's metadata; boxes always run with 1 or more. */
-export const GOLDEN_GENERATION = 0;
+const GOLDEN_GENERATION = 0;
 /** The golden VM's data disk is a placeholder it never mounts (clones get their own). */
 const PLACEHOLDER_BYTES = 1024 * 1024;
 
-export function currentGoldenFile(ctx: QemuContext, template: string): string {
+function currentGoldenFile(ctx: QemuContext, template: string): string {
   return join(goldenTemplateDir(ctx.dataDir, template), "current.json");
 }
 
@@ -31,7 +32,7 @@ export async function currentGolden(ctx: QemuContext, template: string): Promise
   const manifest = await readJson<GoldenManifest>(pointer.manifest);
   if (!manifest) return null;
   const present = await Promise.all(
-    [manifest.disk, manifest.vmstate].map((f) =>
+    [manifest.disk, manifest.vmstate, ...(manifest.memoryFile ? [manifest.memoryFile] : [])].map((f) =>
       access(f).then(
         () => true,
         () => false,
@@ -44,7 +45,8 @@ export async function currentGolden(ctx: QemuContext, template: string): Promise
 /**
  * Boots the template image with the golden identity and the template's (larger) memory,
  * waits until its services answer, pauses it and saves the migration stream with
- * `exec:cat` (QEMU 7.2 has no `file:` URI). Its root disk becomes every clone's backing
+ * `exec:cat` (QEMU 7.2 has no `file:` URI); a mapped golden keeps its RAM in its own
+ * file instead of the stream (mapped-ram.ts). Its root disk becomes every clone's backing
  * file, so each build goes to a new directory and never replaces a disk in use.
  */
 export async function buildGoldenSnapshot(
@@ -65,6 +67,7 @@ export async function buildGoldenSnapshot(
   const { accel, tscKhz } = await ctx.resolveAccel(img.kernel, img.initrd);
   const p = goldenBuildPaths(ctx.dataDir, t.name, t.version, randomBytes(4).toString("hex"));
   const mac = macForIp(ctx.goldenNet.ip);
+  const mapped = ctx.goldenMemory === "mapped";
   const started = Date.now();
   let pid: number | null = null;
   let qmp: QmpClient | null = null;
@@ -96,6 +99,7 @@ export async function buildGoldenSnapshot(
           serialLog: p.serial,
           qmpSocket: p.qmp,
           pidFile: p.pid,
+          ...(mapped ? { memoryFile: { path: p.memory, share: true } } : {}),
         }),
       }),
     );
@@ -109,6 +113,7 @@ export async function buildGoldenSnapshot(
       await waitSerialQuiet(p.serial);
       const q = qmp!;
       await q.execute("migrate-set-parameters", { "max-bandwidth": 8 * 1024 ** 3 });
+      if (mapped) await ignoreShared(q);
       await q.execute("stop");
       await q.execute("migrate", { uri: `exec:cat > ${p.vmstate}` });
       await waitMigration(q, 120_000);
@@ -117,6 +122,9 @@ export async function buildGoldenSnapshot(
     qmp.close();
     qmp = null;
     await chmod(p.disk, 0o444);
+    await createOverlay(p.disk, p.overlayTemplate);
+    // Documentation more than protection (root ignores it): clones map it private, read-write.
+    if (mapped) await chmod(p.memory, 0o444);
     const manifest: GoldenManifest = {
       template: t.name,
       version: t.version,
@@ -130,6 +138,8 @@ export async function buildGoldenSnapshot(
       initrd: img.initrd,
       disk: p.disk,
       vmstate: p.vmstate,
+      ...(mapped ? { memoryFile: p.memory } : {}),
+      overlayTemplate: p.overlayTemplate,
       mac,
       readyPorts: t.readyPorts,
       builtAt: ctx.now().toISOString(),

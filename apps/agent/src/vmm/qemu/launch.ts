@@ -1,14 +1,17 @@
-import { access, mkdir, readdir } from "node:fs/promises";
+import { access, readdir } from "node:fs/promises";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import type { VolumePool } from "../../pool/volumes.ts";
 import type { HostNetwork, StepReporter, Upstream, VmSpec } from "../executor.ts";
 import type { NetAttachment } from "./args.ts";
 import { qemuArgs } from "./args.ts";
 import type { QemuContext } from "./context.ts";
-import { createOverlay, createVolume } from "./disks.ts";
+import { prepareDisks } from "./disks.ts";
 import { QemuError } from "./errors.ts";
 import { currentGolden } from "./golden.ts";
+import type { SavedMemory } from "./hibernate.ts";
 import { type BoxPaths, imagePaths } from "./layout.ts";
+import { startMappedIncoming } from "./mapped-ram.ts";
 import { writeMetadataFile } from "./metadata.ts";
 import { isVmProcess, launchQemu } from "./process.ts";
 import type { QmpClient } from "./qmp.ts";
@@ -19,7 +22,12 @@ import { type BoxRecord, type GoldenManifest, writeJson } from "./records.ts";
 export type Origin =
   | { kind: "golden"; golden: GoldenManifest }
   | { kind: "image" }
-  | { kind: "existing"; record: BoxRecord };
+  | { kind: "existing"; record: BoxRecord }
+  /**
+   * Its own disks and its saved memory (hibernate.ts); `consume` runs once the stream is
+   * loaded, before the guest runs: from then on the disks move past the saved state.
+   */
+  | { kind: "resume"; record: BoxRecord; saved: SavedMemory; consume: () => Promise<void> };
 
 export interface LaunchDeps {
   ctx: QemuContext;
@@ -28,6 +36,8 @@ export interface LaunchDeps {
   userPorts: number[];
   /** User-mode networking: the metadata service on loopback, the guest's only way out. */
   userMetadataPort: number | null;
+  /** Pre-formatted data volumes; null formats each one on the create path. */
+  volumes: VolumePool | null;
 }
 
 /** Disks (for new boxes), network, QEMU (boot or restore), then the guest's READY. */
@@ -44,9 +54,13 @@ export async function launchBox(
   }
   const started = Date.now();
   let record: BoxRecord;
-  if (origin.kind === "existing") {
+  let disks: Promise<void> = Promise.resolve();
+  if (origin.kind === "existing" || origin.kind === "resume") {
     record = {
       ...origin.record,
+      // A start boots the box's own disks with anonymous RAM; a resume keeps the RAM block
+      // the hibernated VM had (its migration stream names it).
+      memoryFile: origin.kind === "resume" ? origin.record.memoryFile : undefined,
       ip: spec.net.ip,
       prefix: spec.net.prefix,
       gateway: spec.net.gateway,
@@ -59,6 +73,9 @@ export async function launchBox(
       slug: spec.slug,
       template: spec.template,
       goldenDir: origin.kind === "golden" ? origin.golden.dir : null,
+      ...(origin.kind === "golden" && origin.golden.memoryFile
+        ? { memoryFile: origin.golden.memoryFile }
+        : {}),
       kernel: base.kernel,
       initrd: base.initrd,
       accel: base.accel,
@@ -71,12 +88,21 @@ export async function launchBox(
       forwards: {},
       created: false,
     };
-    await report.step("prepare_disks", async () => {
-      await mkdir(paths.dir, { recursive: true });
-      await Promise.all([createOverlay(base.disk, paths.overlay), createVolume(paths.volume, spec.diskGb)]);
-    });
+    const overlayTemplate = origin.kind === "golden" ? (origin.golden.overlayTemplate ?? null) : null;
+    disks = report.step("prepare_disks", () =>
+      prepareDisks({
+        dir: paths.dir,
+        overlay: paths.overlay,
+        volume: paths.volume,
+        backing: base.disk,
+        overlayTemplate,
+        diskGb: spec.diskGb,
+        volumes: deps.volumes,
+      }),
+    );
   }
-  const net = await report.step("setup_network", async () => {
+  // Disks and network do not depend on each other: made side by side.
+  const attach = report.step("setup_network", async () => {
     if (spec.net.tap) {
       if (!deps.network)
         throw new QemuError("invalid_spec", "box asks for a TAP but the agent has no host network");
@@ -87,7 +113,9 @@ export async function launchBox(
     const ports = new Set([
       ...deps.userPorts,
       ...(origin.kind === "golden" ? (origin.golden.readyPorts ?? []) : []),
-      ...(origin.kind === "existing" ? Object.keys(origin.record.forwards).map(Number) : []),
+      ...(origin.kind === "existing" || origin.kind === "resume"
+        ? Object.keys(origin.record.forwards).map(Number)
+        : []),
     ]);
     const forwards = await Promise.all(
       [...ports].map(async (guestPort) => ({ guestPort, hostPort: await freePort() })),
@@ -105,10 +133,20 @@ export async function launchBox(
         : [],
     } satisfies NetAttachment;
   });
-  await writeJson(paths.record, record);
-  await writeMetadataFile(paths.meta, spec.metadata);
-  const restore = origin.kind === "golden" ? origin.golden : null;
-  const serialFrom = await fileSize(paths.serial);
+  // Both settle before a failure is thrown, so the executor's cleanup finds everything made.
+  const [madeDisks, attached] = await Promise.allSettled([disks, attach]);
+  if (madeDisks.status === "rejected") throw madeDisks.reason;
+  if (attached.status === "rejected") throw attached.reason;
+  const net = attached.value;
+  const [, , serialFrom] = await Promise.all([
+    writeJson(paths.record, record),
+    writeMetadataFile(paths.meta, spec.metadata),
+    fileSize(paths.serial),
+  ]);
+  const restore = origin.kind === "golden" ? origin.golden : origin.kind === "resume" ? origin.saved : null;
+  // A mapped golden's clone loads device state only (mapped-ram.ts); a resume of a clone maps
+  // the same file private again, and its stream carries all of the RAM.
+  const mapped = origin.kind === "golden" && origin.golden.memoryFile ? origin.golden : null;
   const args = qemuArgs({
     accel: record.accel,
     tscKhz: record.tscKhz,
@@ -125,8 +163,11 @@ export async function launchBox(
     qmpSocket: paths.qmp,
     pidFile: paths.pid,
     ...(restore ? { incomingFile: restore.vmstate } : {}),
+    ...(record.memoryFile ? { memoryFile: { path: record.memoryFile, share: false } } : {}),
+    ...(mapped ? { incomingDefer: true } : {}),
   });
-  const { pid, qmp } = await report.step(restore ? "restore_vm" : "boot_vm", async () => {
+  const stepName = origin.kind === "resume" ? "resume_vm" : restore ? "restore_vm" : "boot_vm";
+  const { pid, qmp } = await report.step(stepName, async () => {
     const launched = await launchQemu({
       qemuBinary: deps.ctx.qemuBinary,
       netns: deps.ctx.netns,
@@ -136,7 +177,10 @@ export async function launchBox(
       qmpSocket: paths.qmp,
     });
     try {
-      if (restore) await resumeAfterIncoming(launched.qmp);
+      if (mapped) await startMappedIncoming(launched.qmp, mapped.vmstate);
+      if (restore) {
+        await resumeAfterIncoming(launched.qmp, origin.kind === "resume" ? origin.consume : undefined);
+      }
     } catch (err) {
       launched.qmp.close();
       throw err;
@@ -152,7 +196,12 @@ export async function launchBox(
   record.created = true;
   await writeJson(paths.record, record);
   deps.ctx.log.info(
-    { slug: spec.slug, ms: Date.now() - started, mode: restore ? "restore" : "boot", accel: record.accel },
+    {
+      slug: spec.slug,
+      ms: Date.now() - started,
+      mode: origin.kind === "resume" ? "resume" : restore ? "restore" : "boot",
+      accel: record.accel,
+    },
     "box ready",
   );
   return upstreamOf(record);
@@ -183,7 +232,7 @@ async function imageVersion(ctx: QemuContext, template: string): Promise<string>
 }
 
 /** After `-incoming` with `-S`: wait for the stream to load, then resume the guest. */
-async function resumeAfterIncoming(qmp: QmpClient): Promise<void> {
+async function resumeAfterIncoming(qmp: QmpClient, beforeCont?: () => Promise<void>): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
     const s = await qmp.execute<{ status: string }>("query-status");
@@ -196,6 +245,7 @@ async function resumeAfterIncoming(qmp: QmpClient): Promise<void> {
     if (Date.now() > deadline) throw new QemuError("timeout", "restore did not finish loading");
     await new Promise((r) => setTimeout(r, 10));
   }
+  await beforeCont?.();
   await qmp.execute("cont");
 }
 

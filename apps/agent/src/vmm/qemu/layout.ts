@@ -48,6 +48,10 @@ export interface GoldenPaths {
   dir: string;
   disk: string;
   vmstate: string;
+  /** An empty overlay on `disk`: clones start from a copy of it (disks.ts copyOverlay). */
+  overlayTemplate: string;
+  /** Guest RAM of a mapped golden (mapped-ram.ts). */
+  memory: string;
   dataPlaceholder: string;
   meta: string;
   serial: string;
@@ -58,11 +62,11 @@ export interface GoldenPaths {
 }
 
 /** Template names become directory names and appear in QEMU's `exec:` migration URI. */
-export function checkTemplateName(name: string): void {
+function checkTemplateName(name: string): void {
   if (!/^[a-z][a-z0-9-]{0,39}$/.test(name)) throw new QemuError("invalid_spec", `bad template name ${name}`);
 }
 
-export function checkVersion(version: string): void {
+function checkVersion(version: string): void {
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$/.test(version)) {
     throw new QemuError("invalid_spec", `bad template version ${version}`);
   }
@@ -86,6 +90,8 @@ export function goldenBuildPaths(
     dir,
     disk: join(dir, "disk.qcow2"),
     vmstate: join(dir, "vmstate"),
+    memory: join(dir, "memory"),
+    overlayTemplate: join(dir, "overlay-template.qcow2"),
     dataPlaceholder: join(dir, "data-placeholder.raw"),
     meta: join(dir, "metadata.json"),
     serial: join(dir, "serial.log"),

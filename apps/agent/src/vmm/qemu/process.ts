@@ -59,7 +59,7 @@ export async function launchQemu(o: LaunchOptions): Promise<{ pid: number; qmp: 
       }
     }
     if (Date.now() > deadline) throw new QemuError("timeout", "qemu did not come up (no pid file / QMP)");
-    await delay(20);
+    await delay(5);
   }
 }
 

@@ -47,7 +47,7 @@ export class QmpClient extends EventEmitter<{ event: [QmpEvent]; close: [] }> {
         if (Date.now() >= deadline) {
           throw new QemuError("qmp_unreachable", `cannot connect to QMP at ${path}`, { cause: err });
         }
-        await delay(50);
+        await delay(10);
       }
     }
   }

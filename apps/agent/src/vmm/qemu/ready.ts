@@ -50,7 +50,7 @@ export async function waitReady(
         `no DOPPIO-READY ${generation} within ${timeoutMs} ms; console: ${tail(text)}`,
       );
     }
-    await delay(25);
+    await delay(10);
   }
 }
 

@@ -18,6 +18,13 @@ export interface GoldenManifest {
   /** The golden VM's root disk at snapshot time: the backing file of every clone. */
   disk: string;
   vmstate: string;
+  /**
+   * The golden's guest RAM when it was built mapped (mapped-ram.ts): clones map it private
+   * and `vmstate` holds device state only. Absent: `vmstate` carries the RAM (streamed).
+   */
+  memoryFile?: string;
+  /** An empty overlay on `disk` that clones copy (absent in older builds: qemu-img). */
+  overlayTemplate?: string;
   mac: string;
   /** The template's ports: forwarded to loopback for user-mode clones. */
   readyPorts?: number[];
@@ -41,6 +48,12 @@ export interface BoxRecord {
   tap: string | null;
   /** guest port -> 127.0.0.1 port, user-mode networking only. */
   forwards: Record<string, number>;
+  /**
+   * The golden RAM file a mapped restore maps private (mapped-ram.ts). Its RAM block is
+   * named "mem", so a migration stream saved from this VM loads only into a VM with the
+   * same `memory-backend` id. Absent for streamed restores and cold boots.
+   */
+  memoryFile?: string;
   /** Set once the first create reached ready: a retried create must not wipe the box then. */
   created: boolean;
 }

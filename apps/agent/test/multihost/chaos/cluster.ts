@@ -27,7 +27,7 @@ const REPLICA_CONFIG = {
 };
 
 /** One "host": an agent process (fake executor, state in a file) in its own namespace when root. */
-export interface Host {
+interface Host {
   name: string;
   dataDir: string;
   stateFile: string;

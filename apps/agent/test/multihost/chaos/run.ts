@@ -4,9 +4,9 @@ import { type Check, endChecks } from "./checks.ts";
 import { type Cluster, startCluster } from "./cluster.ts";
 import { EventWatcher, rng, runWorkload } from "./workload.ts";
 
-export type InjectionKind = "kill-agent" | "kill-replica" | "cut-network";
+type InjectionKind = "kill-agent" | "kill-replica" | "cut-network";
 
-export interface Injection {
+interface Injection {
   /** Fired when this many jobs have been accepted. */
   atJob: number;
   kind: InjectionKind;
@@ -30,7 +30,7 @@ export interface ChaosSummary {
 }
 
 /** The run's injections, a pure function of the seed and the run's shape (printed first). */
-export function planInjections(
+function planInjections(
   seed: number,
   jobs: number,
   hosts: number,

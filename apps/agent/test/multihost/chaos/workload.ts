@@ -18,7 +18,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * A request through the balancer, retried while the control plane is (partly) down:
  * network errors, 502/503 and 5xx. Anything else is an answer.
  */
-export async function retrying<T>(what: string, call: () => Promise<{ status: number; body: T }>) {
+async function retrying<T>(what: string, call: () => Promise<{ status: number; body: T }>) {
   for (let i = 0; ; i++) {
     try {
       const res = await call();

@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import { ANSIBLE_DIR } from "./test-host.ts";
 
-export interface HostStats {
+interface HostStats {
   ok: number;
   changed: number;
   failures: number;

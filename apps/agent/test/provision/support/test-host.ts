@@ -8,7 +8,8 @@ import path from "node:path";
  * A real Debian host for the provisioning tests: `systemd-nspawn --boot` of an mmdebstrap
  * rootfs in a network namespace this test creates, reached over a veth pair. sshd and
  * systemd run inside; apt goes through an apt-cacher-ng bound to the veth's host address
- * (no NAT, no default route in the namespace). environment.md has the measured recipe.
+ * (no NAT, no default route in the namespace). nspawn needs CAP_NET_ADMIN, /dev/net/tun and
+ * a writable /proc/sys/net (SYSTEMD_NSPAWN_API_VFS_WRITABLE=network) for the agent's bridge.
  */
 
 export const REPO = path.resolve(import.meta.dirname, "../../../../..");
@@ -61,7 +62,7 @@ export function ansibleUnavailable(): string | null {
 }
 
 /** The cached rootfs for these inputs, built once (per cache) with mmdebstrap. */
-export function ensureRootfs(): string {
+function ensureRootfs(): string {
   const sources = readFileSync(SOURCES, "utf8");
   const key = createHash("sha256")
     .update(`${ROOTFS_RECIPE}\n${ROOTFS_INCLUDE}\n${sources}`)

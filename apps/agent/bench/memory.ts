@@ -1,0 +1,185 @@
+/**
+ * Streamed vs mapped golden RAM on real QEMU (`npm run bench:memory`, as root), one run,
+ * side by side: snapshot size, restore → guest ready, and host memory (RSS and PSS from
+ * /proc/PID/smaps_rollup) of 1 and of N idle clones. A streamed restore copies the whole
+ * guest RAM out of the migration stream into the new process; a mapped one maps the
+ * golden's RAM file private and loads only device state (src/vmm/qemu/mapped-ram.ts).
+ * Env: BENCH_RUNS (default 5) restores per mode, BENCH_CLONES (default 8), BENCH_IDLE_MS (3000).
+ */
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import pino from "pino";
+import { LinuxHostNetwork } from "../src/net/host-network.ts";
+import { numToIp } from "../src/net/ipv4.ts";
+import { QemuExecutor } from "../src/vmm/qemu/executor.ts";
+import { boxPaths } from "../src/vmm/qemu/layout.ts";
+import { readPid } from "../src/vmm/qemu/process.ts";
+import type { GoldenManifest } from "../src/vmm/qemu/records.ts";
+import {
+  boxSpec,
+  buildMinimalImage,
+  GOLDEN_NET,
+  IMAGES_DIR,
+  qemuUnavailable,
+  REPO,
+  RecordingReporter,
+} from "../test/qemu/support.ts";
+import { TestNetns } from "../test/support/netns.ts";
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const CLONES = Number(process.env.BENCH_CLONES ?? 8);
+const IDLE_MS = Number(process.env.BENCH_IDLE_MS ?? 3000);
+const MODES = ["streamed", "mapped"] as const;
+type Mode = (typeof MODES)[number];
+
+const missing = qemuUnavailable();
+if (missing) {
+  console.error(`bench:memory needs root, QEMU and iproute2: ${missing}`);
+  process.exit(2);
+}
+
+buildMinimalImage("bench-memory");
+const ns = TestNetns.create("dbxr");
+const net = new LinuxHostNetwork({ bridge: "br-devbox", cidr: "10.0.0.0/16", netns: ns.name });
+const dirs: Record<Mode, string> = {
+  streamed: mkdtempSync(join(tmpdir(), "dbxr-s-")),
+  mapped: mkdtempSync(join(tmpdir(), "dbxr-m-")),
+};
+const executors = Object.fromEntries(
+  MODES.map((mode) => [
+    mode,
+    new QemuExecutor({
+      dataDir: dirs[mode],
+      imagesDir: IMAGES_DIR,
+      network: net,
+      netns: ns.name,
+      goldenNet: GOLDEN_NET,
+      accel: "auto",
+      accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
+      goldenMemory: mode,
+      log: pino({ level: "warn" }),
+    }),
+  ]),
+) as Record<Mode, QemuExecutor>;
+let nextHost = 10;
+let seq = 0;
+
+function manifest(mode: Mode): GoldenManifest {
+  const pointer = JSON.parse(readFileSync(join(dirs[mode], "golden", "minimal", "current.json"), "utf8"));
+  return JSON.parse(readFileSync(pointer.manifest, "utf8"));
+}
+
+/** One clone; returns its slug and restore → guest ready (the restore_vm and wait_ready steps). */
+async function clone(mode: Mode): Promise<{ slug: string; ms: number }> {
+  const slug = `mem-${mode[0]}-${++seq}`;
+  const report = new RecordingReporter();
+  await executors[mode].createFromGolden(boxSpec(slug, numToIp((10 << 24) + nextHost++)), report);
+  const ms = report.steps
+    .filter((s) => s.name === "restore_vm" || s.name === "wait_ready")
+    .reduce((sum, s) => sum + s.ms, 0);
+  return { slug, ms };
+}
+
+/** RSS and PSS (kB) of the clones' QEMU processes, summed. */
+async function memory(mode: Mode, slugs: string[]): Promise<{ rss: number; pss: number }> {
+  let rss = 0;
+  let pss = 0;
+  for (const slug of slugs) {
+    const pid = await readPid(boxPaths(dirs[mode], slug).pid);
+    const text = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+    rss += Number(/^Rss:\s+(\d+)/m.exec(text)?.[1] ?? 0);
+    pss += Number(/^Pss:\s+(\d+)/m.exec(text)?.[1] ?? 0);
+  }
+  return { rss, pss };
+}
+
+async function removeAll(mode: Mode): Promise<void> {
+  for (const { slug } of await executors[mode].list())
+    await executors[mode].remove(slug, new RecordingReporter());
+}
+
+const p50 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
+const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.ceil(xs.length * 0.95) - 1]!;
+const mb = (kb: number) => `${(kb / 1024).toFixed(1)} MB`;
+
+try {
+  await net.ensureBridge();
+  const template = {
+    name: "minimal",
+    version: "1",
+    imageVersion: "bench-memory",
+    readyPorts: [8000, 8888],
+    memoryMb: 256,
+    vcpu: 1,
+  };
+  const build: Record<string, number> = {};
+  for (const mode of MODES) {
+    const t = performance.now();
+    await executors[mode].buildGolden(template, new RecordingReporter());
+    build[mode] = performance.now() - t;
+  }
+  // Interleaved, so load drift on the host hits both modes alike.
+  const ready: Record<Mode, number[]> = { streamed: [], mapped: [] };
+  for (let i = 0; i < RUNS; i++) {
+    for (const mode of MODES) {
+      const c = await clone(mode);
+      ready[mode].push(c.ms);
+      await executors[mode].remove(c.slug, new RecordingReporter());
+    }
+  }
+  const usage = new Map<Mode, { one: { rss: number; pss: number }; many: { rss: number; pss: number } }>();
+  for (const mode of MODES) {
+    const first = await clone(mode);
+    await delay(IDLE_MS);
+    const one = await memory(mode, [first.slug]);
+    const slugs = [first.slug];
+    for (let i = 1; i < CLONES; i++) slugs.push((await clone(mode)).slug);
+    await delay(IDLE_MS);
+    const many = await memory(mode, slugs);
+    usage.set(mode, { one, many });
+    await removeAll(mode);
+  }
+
+  const mem = { streamed: usage.get("streamed")!, mapped: usage.get("mapped")! };
+  const qemu = execFileSync("qemu-system-x86_64", ["--version"], { encoding: "utf8" }).split("\n")[0];
+  console.log(
+    `bench:memory — ${qemu}, microvm (TCG), minimal template (256 MB guest), one run; the host is shared with other workers, so absolute times are load-dependent`,
+  );
+  console.log(`                               streamed          mapped`);
+  const row = (label: string, s: string, m: string) => console.log(`${label.padEnd(31)}${s.padEnd(18)}${m}`);
+  const size = (mode: Mode) => {
+    const m = manifest(mode);
+    return statSync(m.vmstate).size / 1024 ** 2;
+  };
+  row("golden build", `${(build.streamed! / 1000).toFixed(2)} s`, `${(build.mapped! / 1000).toFixed(2)} s`);
+  row("migration stream (vmstate)", `${size("streamed").toFixed(2)} MB`, `${size("mapped").toFixed(2)} MB`);
+  row(
+    `restore -> ready p50 (n=${RUNS})`,
+    `${p50(ready.streamed).toFixed(0)} ms`,
+    `${p50(ready.mapped).toFixed(0)} ms`,
+  );
+  row(`restore -> ready p95`, `${p95(ready.streamed).toFixed(0)} ms`, `${p95(ready.mapped).toFixed(0)} ms`);
+  row("  all runs (ms)", ready.streamed.join(","), ready.mapped.join(","));
+  row("1 idle clone RSS", mb(mem.streamed.one.rss), mb(mem.mapped.one.rss));
+  row("1 idle clone PSS", mb(mem.streamed.one.pss), mb(mem.mapped.one.pss));
+  row(`${CLONES} idle clones RSS (sum)`, mb(mem.streamed.many.rss), mb(mem.mapped.many.rss));
+  row(`${CLONES} idle clones PSS (sum)`, mb(mem.streamed.many.pss), mb(mem.mapped.many.pss));
+  row(
+    `PSS ${CLONES} / PSS 1`,
+    `${(mem.streamed.many.pss / mem.streamed.one.pss).toFixed(2)}x`,
+    `${(mem.mapped.many.pss / mem.mapped.one.pss).toFixed(2)}x`,
+  );
+  console.log(
+    `streamed / mapped: restore -> ready p50 ${(p50(ready.streamed) / p50(ready.mapped)).toFixed(2)}x, ${CLONES}-clone PSS ${(mem.streamed.many.pss / mem.mapped.many.pss).toFixed(2)}x`,
+  );
+} finally {
+  for (const mode of MODES) {
+    await removeAll(mode).catch(() => undefined);
+    await executors[mode].close();
+    rmSync(dirs[mode], { recursive: true, force: true });
+  }
+  ns.destroy();
+}

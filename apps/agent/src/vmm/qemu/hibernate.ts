@@ -1,0 +1,208 @@
+import { createWriteStream } from "node:fs";
+import { open, rename, rm, stat } from "node:fs/promises";
+import { createServer, type Server, type Socket } from "node:net";
+import { join } from "node:path";
+import { pipeline } from "node:stream/promises";
+import { setTimeout as delay } from "node:timers/promises";
+import { QemuError } from "./errors.ts";
+import type { BoxPaths } from "./layout.ts";
+import type { QmpClient } from "./qmp.ts";
+import { readJson, writeJson } from "./records.ts";
+
+/**
+ * A hibernated box's memory and device state: QEMU's migration stream in the box's
+ * directory. It exists under its final name only once it is complete and on disk (written
+ * to `.partial`, fsynced, renamed), so a crash at any point leaves either no file or a
+ * whole one; the manifest beside it says which machine it loads into.
+ */
+export interface SavedMemory {
+  /** The migration stream: what `-incoming "exec:cat FILE"` reads. */
+  vmstate: string;
+  memoryMb: number;
+  vcpu: number;
+  bytes: number;
+  savedAt: string;
+}
+
+interface HibernationPaths {
+  vmstate: string;
+  partial: string;
+  manifest: string;
+  /** Unix socket the agent listens on while QEMU streams its state into it. */
+  socket: string;
+}
+
+export function hibernationPaths(paths: BoxPaths): HibernationPaths {
+  const vmstate = join(paths.dir, "memory.vmstate");
+  // The path is read by a shell in QEMU's `exec:` incoming URI.
+  if (!/^[A-Za-z0-9_./-]+$/.test(vmstate)) {
+    throw new QemuError("invalid_spec", `box path ${vmstate} is not safe in a migration URI`);
+  }
+  return {
+    vmstate,
+    partial: `${vmstate}.partial`,
+    manifest: join(paths.dir, "memory.json"),
+    socket: join(paths.dir, "migrate.sock"),
+  };
+}
+
+/** The box's saved memory if a complete one is on disk (its size matches the manifest), else null. */
+export async function savedMemory(paths: BoxPaths): Promise<SavedMemory | null> {
+  const h = hibernationPaths(paths);
+  const manifest = await readJson<Omit<SavedMemory, "vmstate">>(h.manifest);
+  if (!manifest) return null;
+  const size = await stat(h.vmstate).then(
+    (s) => s.size,
+    () => null,
+  );
+  if (size === null || size !== manifest.bytes || size === 0) return null;
+  return { ...manifest, vmstate: h.vmstate };
+}
+
+/** Forgets the saved memory (after a resume, a stop or a failed save): never loaded again. */
+export async function discardSavedMemory(paths: BoxPaths): Promise<void> {
+  const h = hibernationPaths(paths);
+  // The stream first: without it the manifest alone never counts as saved memory.
+  await rm(h.vmstate, { force: true });
+  await syncDir(paths.dir);
+  await Promise.all([h.partial, h.manifest, h.socket].map((f) => rm(f, { force: true })));
+}
+
+/**
+ * Pauses the guest and streams its state into the box's directory through a unix socket the
+ * agent reads (QEMU 7.2 has no `file:` URI, and an `exec:` writer may be killed by QEMU before
+ * it has drained its pipe): the agent knows the stream ended at EOF and QEMU says whether it
+ * completed. Then fsync, manifest, rename. The VMM is left paused; the caller ends it.
+ */
+export async function saveMemory(
+  qmp: QmpClient,
+  paths: BoxPaths,
+  now: () => Date,
+  opts: { bandwidth?: number | undefined; timeoutMs?: number } = {},
+): Promise<SavedMemory> {
+  const timeoutMs = opts.timeoutMs ?? 300_000;
+  const h = hibernationPaths(paths);
+  await Promise.all([h.partial, h.socket].map((f) => rm(f, { force: true })));
+  const machine = await machineOf(qmp);
+  const sink = await listenOnce(h.socket, h.partial);
+  try {
+    await qmp.execute("stop");
+    // A clone restored from a mapped golden still has x-ignore-shared on (mapped-ram.ts). Its
+    // RAM is private, so the stream carries all of it either way, but the capability also
+    // changes the stream's format, which a plain `-incoming` on resume could not read.
+    await qmp.execute("migrate-set-capabilities", {
+      capabilities: [{ capability: "x-ignore-shared", state: false }],
+    });
+    await qmp.execute("migrate-set-parameters", { "max-bandwidth": opts.bandwidth ?? 8 * 1024 ** 3 });
+    await qmp.execute("migrate", { uri: `unix:${h.socket}` });
+    await waitMigration(qmp, timeoutMs);
+    await withTimeout(sink.done, timeoutMs, "the memory stream did not end");
+  } catch (err) {
+    sink.close();
+    await rm(h.partial, { force: true });
+    // The VMM may still be alive (the stream broke, not QEMU): its guest runs on as before.
+    await qmp.execute("migrate_cancel", undefined, 2_000).catch(() => undefined);
+    await qmp.execute("cont", undefined, 2_000).catch(() => undefined);
+    throw err instanceof QemuError
+      ? err
+      : new QemuError("migration_failed", `saving the memory failed: ${(err as Error).message}`, {
+          cause: err,
+        });
+  } finally {
+    sink.close();
+    await rm(h.socket, { force: true });
+  }
+  const fh = await open(h.partial, "r+");
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  const bytes = (await stat(h.partial)).size;
+  const saved = { ...machine, bytes, savedAt: now().toISOString() };
+  await writeJson(h.manifest, saved);
+  await rename(h.partial, h.vmstate);
+  await syncDir(paths.dir);
+  return { ...saved, vmstate: h.vmstate };
+}
+
+/** The running machine's memory size and vCPU count: a stream loads only into the same machine. */
+async function machineOf(qmp: QmpClient): Promise<{ memoryMb: number; vcpu: number }> {
+  const mem = await qmp.execute<{ "base-memory": number }>("query-memory-size-summary");
+  const cpus = await qmp.execute<unknown[]>("query-cpus-fast");
+  return { memoryMb: Math.round(mem["base-memory"] / (1024 * 1024)), vcpu: cpus.length };
+}
+
+interface Sink {
+  /** Resolves when QEMU's connection ended and every byte is in the file. */
+  done: Promise<void>;
+  close(): void;
+}
+
+/** Accepts exactly one connection on `socket` and writes what it sends to `file`. */
+async function listenOnce(socket: string, file: string): Promise<Sink> {
+  const server: Server = createServer();
+  let conn: Socket | null = null;
+  const done = new Promise<void>((resolve, reject) => {
+    server.once("connection", (c) => {
+      conn = c;
+      server.close();
+      pipeline(c, createWriteStream(file, { mode: 0o600 })).then(resolve, reject);
+    });
+    server.once("error", reject);
+  });
+  done.catch(() => undefined);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(socket, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  return {
+    done,
+    close: () => {
+      server.close();
+      (conn as Socket | null)?.destroy();
+    },
+  };
+}
+
+async function waitMigration(qmp: QmpClient, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const info = await qmp.execute<{ status?: string; "error-desc"?: string }>("query-migrate");
+    if (info.status === "completed") return;
+    if (info.status === "failed" || info.status === "cancelled") {
+      throw new QemuError(
+        "migration_failed",
+        `saving the memory ${info.status}: ${info["error-desc"] ?? ""}`,
+      );
+    }
+    if (Date.now() > deadline) throw new QemuError("timeout", "saving the memory did not complete");
+    await delay(20);
+  }
+}
+
+async function withTimeout(p: Promise<void>, ms: number, message: string): Promise<void> {
+  const ac = new AbortController();
+  try {
+    await Promise.race([
+      p,
+      delay(ms, undefined, { signal: ac.signal }).then(() => {
+        throw new QemuError("timeout", message);
+      }),
+    ]);
+  } finally {
+    ac.abort();
+  }
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const fh = await open(dir, "r");
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}

@@ -1,0 +1,200 @@
+import { eq, like, sql } from "drizzle-orm";
+import Stripe from "stripe";
+import type { ApiConfig } from "../config.ts";
+import type { Ctx } from "../context.ts";
+import type { Db } from "../db/client.ts";
+import { ledgerEntries, stripeEvents, topUps } from "../db/schema.ts";
+import { AppError } from "../errors.ts";
+import type { Principal } from "../services/users.ts";
+import { reactToBalance } from "./funds.ts";
+import { appendEntry } from "./ledger.ts";
+
+/** The Stripe client when card top-ups are configured (secret key and webhook secret), else null. */
+export function stripeClient(config: ApiConfig): Stripe | null {
+  if (!config.stripeSecretKey || !config.stripeWebhookSecret) return null;
+  return new Stripe(config.stripeSecretKey, {
+    maxNetworkRetries: 1,
+    timeout: 20_000,
+    telemetry: false,
+    ...(config.stripeApi ?? {}),
+  });
+}
+
+const idOf = (x: string | { id: string } | null | undefined): string | null =>
+  typeof x === "string" ? x : (x?.id ?? null);
+
+/** A Checkout Session for `amount` minor units; the wallet is credited only by its webhook. */
+export async function createTopUp(
+  ctx: Ctx,
+  p: Principal,
+  amount: number,
+): Promise<{ url: string; sessionId: string }> {
+  if (!ctx.stripe) {
+    throw new AppError(
+      "not_configured",
+      "card payments are not configured on this doppiobox; ask an administrator to credit your wallet",
+    );
+  }
+  const { topUpMin, topUpMax, currency } = ctx.config;
+  if (amount < topUpMin || amount > topUpMax) {
+    throw new AppError("validation_failed", `a top-up is between ${topUpMin} and ${topUpMax} minor units`, {
+      field: "amount",
+      min: topUpMin,
+      max: topUpMax,
+    });
+  }
+  const dashboard = new URL("/dashboard/billing", ctx.config.publicUrl).toString();
+  let session: Stripe.Checkout.Session;
+  try {
+    session = await ctx.stripe.checkout.sessions.create({
+      mode: "payment",
+      client_reference_id: p.userId,
+      customer_email: p.email,
+      line_items: [
+        {
+          quantity: 1,
+          price_data: {
+            currency: currency.toLowerCase(),
+            unit_amount: amount,
+            product_data: { name: "doppiobox wallet top-up" },
+          },
+        },
+      ],
+      metadata: { doppio_user: p.userId },
+      success_url: `${dashboard}?topup=done`,
+      cancel_url: `${dashboard}?topup=cancelled`,
+    });
+  } catch (err) {
+    ctx.log.error({ err, user: p.userId }, "stripe checkout session failed");
+    throw new AppError("unavailable", "the payment provider did not answer; try again shortly", undefined, {
+      cause: err,
+    });
+  }
+  if (!session.url) throw new AppError("unavailable", "the payment provider gave no checkout page");
+  await ctx.db.insert(topUps).values({
+    sessionId: session.id,
+    userId: p.userId,
+    amount,
+    currency,
+    createdAt: ctx.clock.now(),
+  });
+  return { url: session.url, sessionId: session.id };
+}
+
+/**
+ * A webhook delivery: the signature is checked by Stripe's library over the raw body (and
+ * its timestamp against our clock); then the event is applied once per event id, in one
+ * transaction with its ledger entry. An event about a payment we do not know yet (a refund
+ * before its checkout completed) answers 503, so Stripe delivers it again later.
+ */
+export async function handleStripeWebhook(ctx: Ctx, rawBody: Buffer, signature: string | undefined) {
+  if (!ctx.stripe || !ctx.config.stripeWebhookSecret) {
+    throw new AppError("not_found", "card payments are not configured");
+  }
+  let event: Stripe.Event;
+  try {
+    event = ctx.stripe.webhooks.constructEvent(
+      rawBody,
+      signature ?? "",
+      ctx.config.stripeWebhookSecret,
+      undefined,
+      undefined,
+      ctx.clock.now().getTime(),
+    );
+  } catch (err) {
+    throw new AppError("bad_request", "webhook signature verification failed", undefined, { cause: err });
+  }
+  const now = ctx.clock.now();
+  const moved = await ctx.db.transaction(async (tx) => {
+    const [fresh] = await tx
+      .insert(stripeEvents)
+      .values({ id: event.id, type: event.type, receivedAt: now })
+      .onConflictDoNothing()
+      .returning();
+    if (!fresh) return null; // a replay
+    switch (event.type) {
+      case "checkout.session.completed":
+        return creditCheckout(tx, event.data.object, event.id, now);
+      case "charge.refunded":
+        return debitRefund(tx, event.data.object, event.id, now);
+      case "charge.dispute.created":
+        return debitDispute(tx, event.data.object, event.id, now);
+      default:
+        return null;
+    }
+  });
+  if (moved) await reactToBalance(ctx, moved.userId, moved.balance);
+  return { received: true };
+}
+
+type Moved = { userId: string; balance: number } | null;
+
+async function creditCheckout(
+  tx: Db,
+  session: Stripe.Checkout.Session,
+  eventId: string,
+  at: Date,
+): Promise<Moved> {
+  if (session.payment_status !== "paid" || session.amount_total === null) return null;
+  const [topUp] = await tx.select().from(topUps).where(eq(topUps.sessionId, session.id)).for("update");
+  // Not a session this control plane made for this user: nothing to credit.
+  if (!topUp || session.client_reference_id !== topUp.userId) return null;
+  if ((session.currency ?? "").toUpperCase() !== topUp.currency) return null;
+  await tx
+    .update(topUps)
+    .set({ paymentIntent: idOf(session.payment_intent) })
+    .where(eq(topUps.sessionId, session.id));
+  const result = await appendEntry(tx, {
+    userId: topUp.userId,
+    kind: "topup",
+    amount: session.amount_total,
+    key: `topup:${session.id}`,
+    at,
+    memo: `card top-up (${eventId})`,
+  });
+  return result ? { userId: topUp.userId, balance: result.balance } : null;
+}
+
+async function topUpForPayment(tx: Db, paymentIntent: string | null) {
+  const [topUp] = paymentIntent
+    ? await tx.select().from(topUps).where(eq(topUps.paymentIntent, paymentIntent)).for("update")
+    : [];
+  if (!topUp) {
+    throw new AppError("unavailable", "this payment is not known yet; deliver the event again later");
+  }
+  return topUp;
+}
+
+/** `amount_refunded` is cumulative: debit what it adds to the refunds already taken back. */
+async function debitRefund(tx: Db, charge: Stripe.Charge, eventId: string, at: Date): Promise<Moved> {
+  const topUp = await topUpForPayment(tx, idOf(charge.payment_intent));
+  const prefix = `refund:${charge.id}:`;
+  const [done] = await tx
+    .select({ total: sql<string>`coalesce(-sum(${ledgerEntries.amount}), 0)::text` })
+    .from(ledgerEntries)
+    .where(like(ledgerEntries.key, `${prefix}%`));
+  const due = charge.amount_refunded - Number(done?.total ?? 0);
+  if (due <= 0) return null; // an older, smaller refund event arriving late
+  const result = await appendEntry(tx, {
+    userId: topUp.userId,
+    kind: "refund",
+    amount: -due,
+    key: `${prefix}${charge.amount_refunded}`,
+    at,
+    memo: `card payment refunded (${eventId})`,
+  });
+  return result ? { userId: topUp.userId, balance: result.balance } : null;
+}
+
+async function debitDispute(tx: Db, dispute: Stripe.Dispute, eventId: string, at: Date): Promise<Moved> {
+  const topUp = await topUpForPayment(tx, idOf(dispute.payment_intent));
+  const result = await appendEntry(tx, {
+    userId: topUp.userId,
+    kind: "dispute",
+    amount: -dispute.amount,
+    key: `dispute:${dispute.id}`,
+    at,
+    memo: `card payment disputed (${eventId})`,
+  });
+  return result ? { userId: topUp.userId, balance: result.balance } : null;
+}

@@ -1,0 +1,187 @@
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GUEST_LIB, HELPER, MetadataRecordingFake } from "../../agent/test/metadata/support.ts";
+import {
+  freePort,
+  startAgent,
+  startCp,
+  type TestAgent,
+  type TestCp,
+  waitForBox,
+  waitForHeartbeat,
+} from "../../agent/test/support/agent-harness.ts";
+import { GitHttpServer, hasGitHttpBackend } from "./support/git-server.ts";
+import { githubConfig, linkAndConnect } from "./support/github.ts";
+import { GitHubStandIn, type StandInUser } from "./support/github-standin.ts";
+
+const missing = [
+  hasGitHttpBackend ? null : "git-http-backend (apt-get install git)",
+  existsSync("/bin/busybox") ? null : "/bin/busybox (apt-get install busybox-static)",
+].filter(Boolean);
+if (missing.length) console.warn(`SKIPPING GitHub push test: missing ${missing.join(", ")}`);
+
+/**
+ * A real `git push` with a token the control plane minted: git → the box's credential
+ * helper (images/common/rootfs/usr/local/bin/git-credential-doppio) → the agent's metadata
+ * service → the control plane → the GitHub stand-in (app JWT, installation token scoped to
+ * the box's repository) → a real smart-HTTP Git server (git-http-backend) that accepts only
+ * tokens the stand-in issued for that repository. Runs on the host (the box's side is the
+ * helper and its metadata file); the helper serves only https://github.com, so the test's
+ * credential configuration presents the loopback Git server to it under that name.
+ */
+describe.skipIf(missing.length > 0)("git push with a GitHub App installation token", () => {
+  const gh = new GitHubStandIn();
+  let git: GitHttpServer;
+  let cp: TestCp;
+  let agent: TestAgent;
+  let fake: MetadataRecordingFake;
+  let tmp: string;
+  let ghUser: StandInUser;
+  let installationId: number;
+  let metaFile: string;
+
+  beforeAll(async () => {
+    tmp = await mkdtemp(path.join(tmpdir(), "doppio-gh-push-"));
+    await gh.start();
+    git = new GitHttpServer(path.join(tmp, "srv"), (t, repo, write) => gh.gitAccess(t, repo, write));
+    await git.start();
+    await git.createRepo("octo/app-a");
+    await git.createRepo("octo/app-b");
+
+    cp = await startCp("push-host", githubConfig(gh));
+    const port = await freePort();
+    fake = new MetadataRecordingFake({ golden: { minimal: "ready" } });
+    agent = await startAgent({
+      cpUrl: cp.url,
+      token: cp.agentToken,
+      listen: true,
+      config: { networkMode: "user", metadata: { port } },
+      backend: () => ({ executor: fake, network: fake }),
+    });
+    await waitForHeartbeat(cp);
+
+    ghUser = gh.addUser("octo", [{ email: "octo@example.com", primary: true, verified: true }]);
+    installationId = gh.install(ghUser, ["app-a", "app-b"]).id;
+    await linkAndConnect(cp.admin, gh, ghUser, installationId);
+    const created = await cp.admin.post("/api/v1/boxes", {
+      template: "minimal",
+      name: "pusher",
+      repo: "octo/app-a",
+    });
+    expect(created.status).toBe(202);
+    await waitForBox(cp, "pusher", "running");
+    // What the guest's init writes into /run/doppio/metadata from its boot metadata.
+    metaFile = path.join(tmp, "metadata");
+    const meta = fake.metadata.get("pusher")!;
+    await writeFile(metaFile, `url=${agent.agent.metadata.url}\ntoken=${meta.secrets.metadata_token}\n`, {
+      mode: 0o600,
+    });
+  }, 120_000);
+
+  afterAll(async () => {
+    await agent?.close();
+    await cp?.close();
+    await git?.stop();
+    await gh.stop();
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  function gitRun(args: string[], cwd = tmp) {
+    const helper = `!f() { sed -e 's/^host=.*/host=github.com/' -e 's/^protocol=.*/protocol=https/' | '${HELPER}' "$@"; }; f`;
+    return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        "git",
+        ["-c", "credential.helper=", "-c", `credential.helper=${helper}`, ...args],
+        {
+          cwd,
+          env: {
+            PATH: process.env.PATH ?? "/usr/bin:/bin",
+            HOME: tmp,
+            GIT_TERMINAL_PROMPT: "0",
+            GIT_CONFIG_NOSYSTEM: "1",
+            GIT_AUTHOR_NAME: "Box User",
+            GIT_AUTHOR_EMAIL: "box@example.invalid",
+            GIT_COMMITTER_NAME: "Box User",
+            GIT_COMMITTER_EMAIL: "box@example.invalid",
+            DOPPIO_METADATA_FILE: metaFile,
+            DOPPIO_LIB: GUEST_LIB,
+          },
+          timeout: 60_000,
+        },
+        (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) || 1 : 0, stdout, stderr }),
+      );
+    });
+  }
+
+  async function commitIn(dir: string, message: string) {
+    await writeFile(path.join(dir, `${message.replace(/\W+/g, "-")}.txt`), `${message}\n`);
+    expect((await gitRun(["add", "."], dir)).code).toBe(0);
+    expect((await gitRun(["commit", "-m", message], dir)).code).toBe(0);
+  }
+
+  it("clones and pushes the box's repository with the minted token", async () => {
+    const clone = await gitRun(["clone", `${git.url}/octo/app-a.git`, "app-a"]);
+    expect(clone.stderr).not.toContain("fatal");
+    expect(clone.code).toBe(0);
+    const dir = path.join(tmp, "app-a");
+    await commitIn(dir, "edit from the box");
+    const push = await gitRun(["push", "origin", "main"], dir);
+    expect(push.stderr).not.toContain("fatal");
+    expect(push.code).toBe(0);
+    expect(await git.log("octo/app-a")).toEqual(["edit from the box", "seed"]);
+    expect(gh.tokenRequests.at(-1)).toMatchObject({ installationId, repositories: ["app-a"] });
+  });
+
+  it("cannot push the same token to another repository of the installation", async () => {
+    const dir = path.join(tmp, "app-a");
+    expect((await gitRun(["remote", "add", "b", `${git.url}/octo/app-b.git`], dir)).code).toBe(0);
+    const push = await gitRun(["push", "b", "main"], dir);
+    expect(push.code).not.toBe(0);
+    expect(push.stderr).toContain("403");
+    expect(await git.log("octo/app-b")).toEqual(["seed"]);
+    expect(git.requests.at(-1)).toMatchObject({ repo: "octo/app-b", status: 403 });
+  });
+
+  it("is refused once the token has expired at GitHub", async () => {
+    const dir = path.join(tmp, "app-a");
+    await commitIn(dir, "after expiry");
+    gh.offsetMs = 2 * 3_600_000;
+    try {
+      const push = await gitRun(["push", "origin", "main"], dir);
+      expect(push.code).not.toBe(0);
+      expect(git.requests.at(-1)).toMatchObject({ repo: "octo/app-a", status: 401 });
+    } finally {
+      gh.offsetMs = 0;
+    }
+    expect(await git.log("octo/app-a")).toEqual(["edit from the box", "seed"]);
+  });
+
+  it("is refused once the installation is removed, and the control plane refuses new tokens", async () => {
+    const dir = path.join(tmp, "app-a");
+    gh.uninstall(installationId);
+    const { body, headers } = gh.delivery("installation", {
+      action: "deleted",
+      installation: gh.installationJson(gh.installations.get(installationId)!),
+      sender: { login: "octo", id: ghUser.id, type: "User", site_admin: false },
+    });
+    expect((await fetch(`${cp.url}/api/v1/github/webhooks`, { method: "POST", headers, body })).status).toBe(
+      200,
+    );
+    const push = await gitRun(["push", "origin", "main"], dir);
+    expect(push.code).not.toBe(0);
+    expect(await git.log("octo/app-a")).toEqual(["edit from the box", "seed"]);
+    const asked = await fetch(`${cp.url}/agent/v1/boxes/pusher/git-credential`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${cp.agentToken}`, "content-type": "application/json" },
+      body: "{}",
+    });
+    expect(asked.status).toBe(404);
+    expect(((await asked.json()) as { error: { message: string } }).error.message).toContain(
+      "octo/app-a is no longer connected",
+    );
+  });
+});
