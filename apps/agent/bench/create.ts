@@ -7,78 +7,27 @@
  *   - restore create time with a 0.5 GB vs a 4 GB root image (ratio)
  * Env: BENCH_RUNS (default 5) restores per series, BENCH_COLD_RUNS (default 3) cold boots.
  */
-import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { promisify } from "node:util";
-import pino from "pino";
-import { LinuxHostNetwork } from "../src/net/host-network.ts";
-import { numToIp } from "../src/net/ipv4.ts";
-import type { StepReporter } from "../src/vmm/executor.ts";
-import { QemuExecutor } from "../src/vmm/qemu/executor.ts";
-import {
-  boxSpec,
-  buildMinimalImage,
-  GOLDEN_NET,
-  IMAGES_DIR,
-  qemuUnavailable,
-  REPO,
-} from "../test/qemu/support.ts";
-import { netnsUnavailable, TestNetns } from "../test/support/netns.ts";
+import { boxSpec, buildMinimalImage } from "../test/qemu/support.ts";
+import { QemuBench, quiet, requireQemuBench } from "./qemu-bench.ts";
 
-const exec = promisify(execFile);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const COLD_RUNS = Number(process.env.BENCH_COLD_RUNS ?? 3);
-const quiet: StepReporter = { step: (_name, fn) => fn(), log: () => {} };
 
-const missing = netnsUnavailable() ?? qemuUnavailable();
-if (missing) {
-  console.error(`bench:create needs root, QEMU and iproute2: ${missing}`);
-  process.exit(2);
-}
-
-const ns = TestNetns.create("dbxb");
-const dataDir = mkdtempSync(join(tmpdir(), "dbxb-"));
-const net = new LinuxHostNetwork({ bridge: "br-devbox", cidr: "10.0.0.0/16", netns: ns.name });
-const ex = new QemuExecutor({
-  dataDir,
-  imagesDir: IMAGES_DIR,
-  network: net,
-  netns: ns.name,
-  goldenNet: GOLDEN_NET,
-  accel: "auto",
-  accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
-  log: pino({ level: "warn" }),
-});
-let nextHost = 10;
-let seq = 0;
-
-async function siteAnswers(ip: string): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const { stdout } = await exec("ip", [
-      ...["netns", "exec", ns.name, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2"],
-      `http://${ip}:8000/`,
-    ]).catch(() => ({ stdout: "000" }));
-    if (stdout.trim() === "200") return;
-    if (Date.now() > deadline) throw new Error(`${ip}:8000 never answered 200`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+requireQemuBench("bench:create");
+const bench = new QemuBench("dbxb");
+const { ex } = bench.executor();
 
 /** One create (restore or cold boot) until the site answers 200; returns ms. */
 async function createOnce(
   mode: "golden" | "cold",
   template = "minimal",
 ): Promise<{ ms: number; slug: string }> {
-  const ip = numToIp((10 << 24) + nextHost++);
-  const slug = `bench-${++seq}`;
+  const { slug, ip } = bench.nextBox();
   const spec = boxSpec(slug, ip, 1, { template });
   const t = performance.now();
   if (mode === "golden") await ex.createFromGolden(spec, quiet);
   else await ex.createColdBoot(spec, quiet);
-  await siteAnswers(ip);
+  await bench.siteAnswers(ip);
   return { ms: performance.now() - t, slug };
 }
 
@@ -114,15 +63,11 @@ async function golden(name: string, version: string, size: string): Promise<numb
   return performance.now() - t;
 }
 
-const cleanup = async () => {
-  await removeAll().catch(() => undefined);
-  ns.destroy();
-  rmSync(dataDir, { recursive: true, force: true });
-};
+const cleanup = () => bench.cleanup([ex]);
 process.once("SIGINT", () => void cleanup().then(() => process.exit(130)));
 
 try {
-  await net.ensureBridge();
+  await bench.net.ensureBridge();
   console.log(
     `bench:create — QEMU microvm, minimal busybox image, ${RUNS} restores / ${COLD_RUNS} cold boots per series`,
   );

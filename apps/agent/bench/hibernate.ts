@@ -7,73 +7,19 @@
  *     vs hibernated
  * Env: BENCH_RUNS (default 5) per series.
  */
-import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { promisify } from "node:util";
-import pino from "pino";
-import { LinuxHostNetwork } from "../src/net/host-network.ts";
-import { numToIp } from "../src/net/ipv4.ts";
-import type { StepReporter } from "../src/vmm/executor.ts";
-import { QemuExecutor } from "../src/vmm/qemu/executor.ts";
 import { hibernationPaths } from "../src/vmm/qemu/hibernate.ts";
 import { boxPaths } from "../src/vmm/qemu/layout.ts";
 import { readPid } from "../src/vmm/qemu/process.ts";
-import {
-  boxSpec,
-  buildMinimalImage,
-  GOLDEN_NET,
-  IMAGES_DIR,
-  qemuUnavailable,
-  REPO,
-} from "../test/qemu/support.ts";
-import { netnsUnavailable, TestNetns } from "../test/support/netns.ts";
+import { boxSpec, buildMinimalImage } from "../test/qemu/support.ts";
+import { percentile, QemuBench, quiet, requireQemuBench } from "./qemu-bench.ts";
 
-const exec = promisify(execFile);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
-const quiet: StepReporter = { step: (_name, fn) => fn(), log: () => {} };
 
-const missing = netnsUnavailable() ?? qemuUnavailable();
-if (missing) {
-  console.error(`bench:hibernate needs root, QEMU and iproute2: ${missing}`);
-  process.exit(2);
-}
+requireQemuBench("bench:hibernate");
+const bench = new QemuBench("dbxh");
+const { ex, dataDir } = bench.executor();
 
-const ns = TestNetns.create("dbxh");
-const dataDir = mkdtempSync(join(tmpdir(), "dbxh-"));
-const net = new LinuxHostNetwork({ bridge: "br-devbox", cidr: "10.0.0.0/16", netns: ns.name });
-const ex = new QemuExecutor({
-  dataDir,
-  imagesDir: IMAGES_DIR,
-  network: net,
-  netns: ns.name,
-  goldenNet: GOLDEN_NET,
-  accel: "auto",
-  accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
-  log: pino({ level: "warn" }),
-});
-let nextHost = 10;
-let seq = 0;
-
-async function siteAnswers(ip: string): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const { stdout } = await exec("ip", [
-      ...["netns", "exec", ns.name, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "2"],
-      `http://${ip}:8000/`,
-    ]).catch(() => ({ stdout: "000" }));
-    if (stdout.trim() === "200") return;
-    if (Date.now() > deadline) throw new Error(`${ip}:8000 never answered 200`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-const percentile = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
-};
 const fmt = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 const mib = (bytes: number) => `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
 const line = (label: string, xs: number[]) =>
@@ -100,15 +46,11 @@ async function rssBytes(slug: string): Promise<number> {
   return kb * 1024;
 }
 
-const cleanup = async () => {
-  for (const { slug } of await ex.list().catch(() => [])) await ex.remove(slug, quiet).catch(() => undefined);
-  ns.destroy();
-  rmSync(dataDir, { recursive: true, force: true });
-};
+const cleanup = () => bench.cleanup([ex]);
 process.once("SIGINT", () => void cleanup().then(() => process.exit(130)));
 
 try {
-  await net.ensureBridge();
+  await bench.net.ensureBridge();
   console.log(`bench:hibernate — QEMU microvm (minimal busybox image, 256 MiB), ${RUNS} runs per series`);
   buildMinimalImage("bench-512m", "512M");
   await ex.buildGolden(
@@ -131,11 +73,10 @@ try {
   const hibernated = { rss: [] as number[], disk: [] as number[], file: [] as number[] };
   // Interleaved so that load drift on the host hits every series alike.
   for (let i = 0; i < RUNS; i++) {
-    const ip = numToIp((10 << 24) + nextHost++);
-    const slug = `bench-${++seq}`;
+    const { slug, ip } = bench.nextBox();
     let t = performance.now();
     await ex.createFromGolden(boxSpec(slug, ip, 1), quiet);
-    await siteAnswers(ip);
+    await bench.siteAnswers(ip);
     restore.push(performance.now() - t);
     running.rss.push(await rssBytes(slug));
     running.disk.push(await diskBytes(slug));
@@ -149,14 +90,14 @@ try {
 
     t = performance.now();
     await ex.start(boxSpec(slug, ip, 2), quiet);
-    await siteAnswers(ip);
+    await bench.siteAnswers(ip);
     resume.push(performance.now() - t);
 
     // Cold boot of the same box: plain stop, then start boots its disks.
     await ex.stop(slug, quiet);
     t = performance.now();
     await ex.start(boxSpec(slug, ip, 3), quiet);
-    await siteAnswers(ip);
+    await bench.siteAnswers(ip);
     cold.push(performance.now() - t);
     await ex.remove(slug, quiet);
   }

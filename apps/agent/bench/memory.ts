@@ -7,27 +7,15 @@
  * Env: BENCH_RUNS (default 5) restores per mode, BENCH_CLONES (default 8), BENCH_IDLE_MS (3000).
  */
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
-import pino from "pino";
-import { LinuxHostNetwork } from "../src/net/host-network.ts";
-import { numToIp } from "../src/net/ipv4.ts";
-import { QemuExecutor } from "../src/vmm/qemu/executor.ts";
+import type { QemuExecutor } from "../src/vmm/qemu/executor.ts";
 import { boxPaths } from "../src/vmm/qemu/layout.ts";
 import { readPid } from "../src/vmm/qemu/process.ts";
 import type { GoldenManifest } from "../src/vmm/qemu/records.ts";
-import {
-  boxSpec,
-  buildMinimalImage,
-  GOLDEN_NET,
-  IMAGES_DIR,
-  qemuUnavailable,
-  REPO,
-  RecordingReporter,
-} from "../test/qemu/support.ts";
-import { TestNetns } from "../test/support/netns.ts";
+import { boxSpec, buildMinimalImage, RecordingReporter } from "../test/qemu/support.ts";
+import { QemuBench, requireQemuBench } from "./qemu-bench.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const CLONES = Number(process.env.BENCH_CLONES ?? 8);
@@ -35,37 +23,17 @@ const IDLE_MS = Number(process.env.BENCH_IDLE_MS ?? 3000);
 const MODES = ["streamed", "mapped"] as const;
 type Mode = (typeof MODES)[number];
 
-const missing = qemuUnavailable();
-if (missing) {
-  console.error(`bench:memory needs root, QEMU and iproute2: ${missing}`);
-  process.exit(2);
-}
-
+requireQemuBench("bench:memory");
 buildMinimalImage("bench-memory");
-const ns = TestNetns.create("dbxr");
-const net = new LinuxHostNetwork({ bridge: "br-devbox", cidr: "10.0.0.0/16", netns: ns.name });
-const dirs: Record<Mode, string> = {
-  streamed: mkdtempSync(join(tmpdir(), "dbxr-s-")),
-  mapped: mkdtempSync(join(tmpdir(), "dbxr-m-")),
-};
-const executors = Object.fromEntries(
-  MODES.map((mode) => [
-    mode,
-    new QemuExecutor({
-      dataDir: dirs[mode],
-      imagesDir: IMAGES_DIR,
-      network: net,
-      netns: ns.name,
-      goldenNet: GOLDEN_NET,
-      accel: "auto",
-      accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
-      goldenMemory: mode,
-      log: pino({ level: "warn" }),
-    }),
-  ]),
-) as Record<Mode, QemuExecutor>;
-let nextHost = 10;
-let seq = 0;
+const bench = new QemuBench("dbxr");
+const made = Object.fromEntries(
+  MODES.map((mode) => [mode, bench.executor({ goldenMemory: mode })]),
+) as Record<Mode, ReturnType<QemuBench["executor"]>>;
+const executors = Object.fromEntries(MODES.map((mode) => [mode, made[mode].ex])) as Record<
+  Mode,
+  QemuExecutor
+>;
+const dirs = Object.fromEntries(MODES.map((mode) => [mode, made[mode].dataDir])) as Record<Mode, string>;
 
 function manifest(mode: Mode): GoldenManifest {
   const pointer = JSON.parse(readFileSync(join(dirs[mode], "golden", "minimal", "current.json"), "utf8"));
@@ -74,9 +42,9 @@ function manifest(mode: Mode): GoldenManifest {
 
 /** One clone; returns its slug and restore → guest ready (the restore_vm and wait_ready steps). */
 async function clone(mode: Mode): Promise<{ slug: string; ms: number }> {
-  const slug = `mem-${mode[0]}-${++seq}`;
+  const { slug, ip } = bench.nextBox(`mem-${mode[0]}`);
   const report = new RecordingReporter();
-  await executors[mode].createFromGolden(boxSpec(slug, numToIp((10 << 24) + nextHost++)), report);
+  await executors[mode].createFromGolden(boxSpec(slug, ip), report);
   const ms = report.steps
     .filter((s) => s.name === "restore_vm" || s.name === "wait_ready")
     .reduce((sum, s) => sum + s.ms, 0);
@@ -106,7 +74,7 @@ const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.ceil(xs.length 
 const mb = (kb: number) => `${(kb / 1024).toFixed(1)} MB`;
 
 try {
-  await net.ensureBridge();
+  await bench.net.ensureBridge();
   const template = {
     name: "minimal",
     version: "1",
@@ -176,10 +144,5 @@ try {
     `streamed / mapped: restore -> ready p50 ${(p50(ready.streamed) / p50(ready.mapped)).toFixed(2)}x, ${CLONES}-clone PSS ${(mem.streamed.many.pss / mem.mapped.many.pss).toFixed(2)}x`,
   );
 } finally {
-  for (const mode of MODES) {
-    await removeAll(mode).catch(() => undefined);
-    await executors[mode].close();
-    rmSync(dirs[mode], { recursive: true, force: true });
-  }
-  ns.destroy();
+  await bench.cleanup(MODES.map((mode) => executors[mode]));
 }

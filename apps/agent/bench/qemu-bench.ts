@@ -1,0 +1,97 @@
+/**
+ * What the QEMU benches share: their own netns + bridge, executors on the minimal image
+ * (test/qemu/support.ts), a fresh slug and address per box, a site probe and percentiles.
+ */
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import pino from "pino";
+import { LinuxHostNetwork } from "../src/net/host-network.ts";
+import { numToIp } from "../src/net/ipv4.ts";
+import type { StepReporter } from "../src/vmm/executor.ts";
+import { QemuExecutor, type QemuExecutorConfig } from "../src/vmm/qemu/executor.ts";
+import { GOLDEN_NET, IMAGES_DIR, qemuUnavailable, REPO } from "../test/qemu/support.ts";
+import { netnsUnavailable, TestNetns } from "../test/support/netns.ts";
+
+const exec = promisify(execFile);
+
+/** Steps run without being reported. */
+export const quiet: StepReporter = { step: (_name, fn) => fn(), log: () => {} };
+
+/** Exits with 2 and why when this machine cannot run a QEMU bench (root, QEMU, iproute2). */
+export function requireQemuBench(name: string): void {
+  const missing = netnsUnavailable() ?? qemuUnavailable();
+  if (!missing) return;
+  console.error(`${name} needs root, QEMU and iproute2: ${missing}`);
+  process.exit(2);
+}
+
+/** The `p`th percentile (nearest rank) of `xs`. */
+export function percentile(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
+}
+
+export class QemuBench {
+  readonly ns: TestNetns;
+  readonly net: LinuxHostNetwork;
+  readonly #dirs: string[] = [];
+  #nextHost = 10;
+  #seq = 0;
+
+  /** A netns named from `prefix` with the box bridge in it. */
+  constructor(readonly prefix: string) {
+    this.ns = TestNetns.create(prefix);
+    this.net = new LinuxHostNetwork({ bridge: "br-devbox", cidr: "10.0.0.0/16", netns: this.ns.name });
+  }
+
+  /** An executor in its own temporary data dir, on this bench's bridge. */
+  executor(extra: Partial<QemuExecutorConfig> = {}): { ex: QemuExecutor; dataDir: string } {
+    const dataDir = mkdtempSync(join(tmpdir(), `${this.prefix}-`));
+    this.#dirs.push(dataDir);
+    const ex = new QemuExecutor({
+      dataDir,
+      imagesDir: IMAGES_DIR,
+      network: this.net,
+      netns: this.ns.name,
+      goldenNet: GOLDEN_NET,
+      accel: "auto",
+      accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
+      log: pino({ level: "warn" }),
+      ...extra,
+    });
+    return { ex, dataDir };
+  }
+
+  /** A slug and an address no box of this bench had before. */
+  nextBox(name = "bench"): { slug: string; ip: string } {
+    return { slug: `${name}-${++this.#seq}`, ip: numToIp((10 << 24) + this.#nextHost++) };
+  }
+
+  /** Resolves once the box's site at `ip` answers 200 (polled every 50 ms, 60 s at most). */
+  async siteAnswers(ip: string): Promise<void> {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const { stdout } = await exec("ip", [
+        ...["netns", "exec", this.ns.name, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"],
+        ...["--max-time", "2", `http://${ip}:8000/`],
+      ]).catch(() => ({ stdout: "000" }));
+      if (stdout.trim() === "200") return;
+      if (Date.now() > deadline) throw new Error(`${ip}:8000 never answered 200`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /** Removes every box of `executors`, the netns and the data dirs. */
+  async cleanup(executors: QemuExecutor[]): Promise<void> {
+    for (const ex of executors) {
+      for (const { slug } of await ex.list().catch(() => []))
+        await ex.remove(slug, quiet).catch(() => undefined);
+      await ex.close();
+    }
+    this.ns.destroy();
+    for (const dir of this.#dirs) rmSync(dir, { recursive: true, force: true });
+  }
+}
