@@ -1,11 +1,10 @@
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
-import { build } from "vite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PASSWORD, TestClient, uniqueEmail } from "../../api/test/support/client.ts";
 import { startControlPlane, type TestControlPlane } from "../../api/test/support/control-plane.ts";
 import { hasChromium, launchBrowser, type TestBrowser } from "./support/browser.ts";
+import { buildDashboard } from "./support/build.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "../../..");
 const SHOTS = path.join(ROOT, "test-artifacts/billing");
@@ -20,18 +19,7 @@ describe.skipIf(!hasChromium)("Billing page in a real browser", () => {
   const email = uniqueEmail("billing-page");
 
   beforeAll(async () => {
-    outDir = await mkdtemp(path.join(tmpdir(), "doppio-dashboard-billing-"));
-    const nodeEnv = process.env.NODE_ENV;
-    process.env.NODE_ENV = "production";
-    try {
-      await build({
-        configFile: path.join(ROOT, "apps/dashboard/vite.config.ts"),
-        logLevel: "warn",
-        build: { outDir, emptyOutDir: true, sourcemap: false },
-      });
-    } finally {
-      process.env.NODE_ENV = nodeEnv;
-    }
+    outDir = await buildDashboard("doppio-dashboard-billing");
     cp = await startControlPlane({ config: { dashboardDir: outDir, authRateLimitPerMinute: 1000 } });
     expect(
       (await new TestClient(cp.url).post("/api/v1/auth/signup", { email, password: PASSWORD })).status,

@@ -1,8 +1,6 @@
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
 import type { Page } from "playwright-core";
-import { build } from "vite";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { TestClient } from "../../api/test/support/client.ts";
 import {
@@ -12,6 +10,7 @@ import {
 } from "../../api/test/support/control-plane.ts";
 import { ManualAgent } from "./support/agent.ts";
 import { hasChromium, launchBrowser, type TestBrowser } from "./support/browser.ts";
+import { buildDashboard } from "./support/build.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "../../..");
 const SHOTS = path.join(ROOT, "test-artifacts/dashboard");
@@ -38,19 +37,7 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
       fullPage: true,
     });
   beforeAll(async () => {
-    outDir = await mkdtemp(path.join(tmpdir(), "doppio-dashboard-"));
-    // Vitest sets NODE_ENV=test, which would bundle React's development build; test what ships.
-    const nodeEnv = process.env.NODE_ENV;
-    process.env.NODE_ENV = "production";
-    try {
-      await build({
-        configFile: path.join(ROOT, "apps/dashboard/vite.config.ts"),
-        logLevel: "warn",
-        build: { outDir, emptyOutDir: true, sourcemap: false },
-      });
-    } finally {
-      process.env.NODE_ENV = nodeEnv;
-    }
+    outDir = await buildDashboard("doppio-dashboard");
     cp = await startControlPlane({
       config: { dashboardDir: outDir, authRateLimitPerMinute: 1000, adminEmail: EMAIL },
     });

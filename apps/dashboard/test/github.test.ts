@@ -1,13 +1,12 @@
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
 import type { Page } from "playwright-core";
-import { build } from "vite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startControlPlane, type TestControlPlane } from "../../api/test/support/control-plane.ts";
 import { githubConfig } from "../../api/test/support/github.ts";
 import { GitHubStandIn } from "../../api/test/support/github-standin.ts";
 import { hasChromium, launchBrowser, type TestBrowser } from "./support/browser.ts";
+import { buildDashboard } from "./support/build.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "../../..");
 const SHOTS = path.join(ROOT, "test-artifacts/dashboard-github");
@@ -34,18 +33,7 @@ describe.skipIf(!hasChromium)("dashboard: GitHub in a real browser", () => {
     });
 
   beforeAll(async () => {
-    outDir = await mkdtemp(path.join(tmpdir(), "doppio-dashboard-gh-"));
-    const nodeEnv = process.env.NODE_ENV;
-    process.env.NODE_ENV = "production";
-    try {
-      await build({
-        configFile: path.join(ROOT, "apps/dashboard/vite.config.ts"),
-        logLevel: "warn",
-        build: { outDir, emptyOutDir: true, sourcemap: false },
-      });
-    } finally {
-      process.env.NODE_ENV = nodeEnv;
-    }
+    outDir = await buildDashboard("doppio-dashboard-gh");
     await gh.start();
     cp = await startControlPlane({ config: { ...githubConfig(gh), dashboardDir: outDir } });
     gh.setupUrl = `${cp.url}/api/v1/github/setup`;
