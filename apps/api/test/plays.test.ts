@@ -48,6 +48,9 @@ if (!missing)
 
     it("refuses a play before the host's SSH address is set, and lets no tenant near any of it", async () => {
       await registerServer(admin, "pl-nossh", { status: "pending" });
+      // Not set is a state, not an error: the dashboard asks for every server.
+      expect((await admin.get("/api/v1/servers/pl-nossh/ssh")).body).toEqual({ ssh: null });
+      expect((await admin.get("/api/v1/servers/pl-unknown/ssh")).status).toBe(404);
       const res = await admin.post("/api/v1/servers/pl-nossh/plays", { playbook: "prepare" });
       expect(res.status).toBe(409);
       expect(res.body.error.message).toContain("SSH");

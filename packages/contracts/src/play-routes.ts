@@ -8,6 +8,7 @@ import {
   PlayStreamEvents,
   ServerSsh,
   ServerSshRequest,
+  ServerSshState,
   StartPlayRequest,
 } from "./plays.ts";
 import { route } from "./route.ts";
@@ -27,11 +28,11 @@ export const playRoutes = {
   getServerSsh: route({
     method: "GET",
     path: "/api/v1/servers/:name/ssh",
-    summary: "How the control plane reaches a host over SSH, and its pinned host keys",
+    summary: "How the control plane reaches a host over SSH, and its pinned host keys (null: not set)",
     tag: "servers",
     auth: "admin",
     params: ServerNameParams,
-    responses: { 200: ServerSsh },
+    responses: { 200: ServerSshState },
   }),
   setServerSsh: route({
     method: "POST",

@@ -134,6 +134,8 @@ export const ServerSsh = z.object({
   hostKeys: z.string().nullable(),
 });
 export type ServerSsh = z.infer<typeof ServerSsh>;
+/** A server's SSH address, or null while none is set (a server registered by `make up`). */
+export const ServerSshState = z.object({ ssh: ServerSsh.nullable() });
 
 /** The control plane's own SSH key: install the public half on a host before preparing it. */
 export const ControlPlaneSshKey = z.object({ publicKey: z.string(), fingerprint: z.string() });

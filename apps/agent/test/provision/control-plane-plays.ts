@@ -127,7 +127,7 @@ export function controlPlanePlays(
       expect(old.status).toBe(401);
 
       // Trust on first use: the key met on first contact is recorded and is the host's own.
-      const ssh = (await client.get(`/api/v1/servers/${server}/ssh`)).body;
+      const { ssh } = (await client.get(`/api/v1/servers/${server}/ssh`)).body;
       const hostKey = host.ssh("cat /etc/ssh/ssh_host_ed25519_key.pub").split(" ").slice(0, 2).join(" ");
       expect(ssh.hostKeys).toContain(hostKey.split(" ")[1]);
       expect(processesMentioning(path.join(cp.cp.ctx.config.dataDir, "plays", id))).toEqual([]);

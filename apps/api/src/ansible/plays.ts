@@ -36,11 +36,10 @@ function toSsh(row: typeof serverSsh.$inferSelect): ServerSsh {
   };
 }
 
-export async function getServerSsh(ctx: Ctx, name: string): Promise<ServerSsh> {
+export async function getServerSsh(ctx: Ctx, name: string): Promise<{ ssh: ServerSsh | null }> {
   const server = await serverByName(ctx, name);
   const [row] = await ctx.db.select().from(serverSsh).where(eq(serverSsh.serverId, server.id));
-  if (!row) throw notFound(`the SSH address of server "${name}"`);
-  return toSsh(row);
+  return { ssh: row ? toSsh(row) : null };
 }
 
 /** Sets the host's SSH address; a different host or port forgets the pinned host keys. */

@@ -1,6 +1,6 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
-import { ApiError, call, errorText } from "../api/client.ts";
+import { call, errorText } from "../api/client.ts";
 import { keys } from "../api/keys.ts";
 import { CopyButton } from "./CopyButton.tsx";
 
@@ -17,14 +17,7 @@ export function ServerSshForm({ server }: { server: string }) {
   });
   const ssh = useQuery({
     queryKey: keys.serverSsh(server),
-    queryFn: async () => {
-      try {
-        return await call("getServerSsh", { params: { name: server } });
-      } catch (err) {
-        if (err instanceof ApiError && err.status === 404) return null;
-        throw err;
-      }
-    },
+    queryFn: async () => (await call("getServerSsh", { params: { name: server } })).ssh,
   });
   const [host, setHost] = useState("");
   const [user, setUser] = useState("root");
