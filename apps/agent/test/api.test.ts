@@ -39,7 +39,15 @@ describe("agent HTTP API", () => {
   it("answers /health without a token", async () => {
     const res = await get("/health");
     expect(res.status).toBe(200);
-    expect(await res.json()).toEqual({ ok: true, version: AGENT_PACKAGE_VERSION, backend: "qemu" });
+    const body = await res.json();
+    // The agent has heartbeated by now (the harness waits for it): deploy-agent.yml waits on this.
+    expect(body).toEqual({
+      ok: true,
+      version: AGENT_PACKAGE_VERSION,
+      backend: "qemu",
+      lastHeartbeatAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+    });
+    expect(Date.parse(body.lastHeartbeatAt)).toBeLessThanOrEqual(Date.now());
   });
 
   it("refuses every other route with a missing or wrong token, the same way", async () => {
