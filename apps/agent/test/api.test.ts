@@ -39,7 +39,7 @@ describe("agent HTTP API", () => {
   it("answers /health without a token", async () => {
     const res = await get("/health");
     expect(res.status).toBe(200);
-    const body = await res.json();
+    const body = (await res.json()) as { lastHeartbeatAt: string };
     // The agent has heartbeated by now (the harness waits for it): deploy-agent.yml waits on this.
     expect(body).toEqual({
       ok: true,

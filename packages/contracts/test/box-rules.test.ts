@@ -18,10 +18,12 @@ describe("box action rules", () => {
     expect(canPerform("creating", "reset")).toBe(false);
   });
 
-  it("always lets a live box be deleted, and a deleted box do nothing", () => {
+  it("always lets a live box be deleted, and a deleted box or one on a silent host do nothing", () => {
     for (const status of BOX_STATUSES) {
-      if (status === "deleting" || status === "deleted") expect(allowedActions(status)).toEqual([]);
-      else expect(canPerform(status, "delete")).toBe(true);
+      // "unknown": its host stopped heartbeating and holds its disks; nothing can run there.
+      if (status === "deleting" || status === "deleted" || status === "unknown") {
+        expect(allowedActions(status)).toEqual([]);
+      } else expect(canPerform(status, "delete")).toBe(true);
     }
   });
 
