@@ -5,7 +5,11 @@ import { createLogger } from "./logger.ts";
 
 const config = loadConfig();
 const logger = createLogger(config.logLevel);
-const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+const database = await openDatabase({
+  databaseUrl: config.databaseUrl,
+  dataDir: config.dataDir,
+  log: logger,
+});
 const cp = await buildControlPlane({ config, database, logger });
 cp.startReaper();
 cp.startBilling();

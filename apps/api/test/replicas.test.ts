@@ -168,6 +168,22 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
     await Promise.all([events.close(), logs.close()]);
   });
 
+  it("keeps answering after PostgreSQL ends its idle pooled connections (a restart, a failover)", async () => {
+    expect((await ownerB.get("/api/v1/boxes")).status).toBe(200);
+    const killer = new pg.Client({ connectionString: db.url });
+    await killer.connect();
+    const { rows } = await killer.query(
+      `select pg_terminate_backend(pid) as ok from pg_stat_activity
+        where datname = current_database() and pid <> pg_backend_pid() and pid <> $1`,
+      [busOf(b).listenerState().pid],
+    );
+    await killer.end();
+    // Both replicas' pools had idle connections; an unhandled pool error would end the run here.
+    expect(rows.length).toBeGreaterThan(1);
+    await expect.poll(async () => (await ownerB.get("/api/v1/boxes")).status).toBe(200);
+    expect((await ownerA.get("/api/v1/boxes")).status).toBe(200);
+  });
+
   it("runs work that must happen once on one replica at a time", async () => {
     let release = () => {};
     const gate = new Promise<void>((r) => {

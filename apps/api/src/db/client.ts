@@ -8,6 +8,7 @@ import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
 import pg from "pg";
+import type { Logger } from "pino";
 import * as schema from "./schema.ts";
 
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -27,9 +28,16 @@ const MIGRATIONS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), ".
  * Opens PostgreSQL at `databaseUrl`, or embedded PGlite with its data directory in
  * `dataDir`, and applies the committed migrations.
  */
-export async function openDatabase(opts: { databaseUrl?: string; dataDir: string }): Promise<Database> {
+export async function openDatabase(opts: {
+  databaseUrl?: string;
+  dataDir: string;
+  log: Pick<Logger, "warn">;
+}): Promise<Database> {
   if (opts.databaseUrl) {
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10 });
+    // An idle connection the server ended (a restart, a failover) is dropped by the pool and
+    // replaced on next use; without a listener its error would end the process.
+    pool.on("error", (err) => opts.log.warn({ err }, "an idle database connection was closed"));
     const db = drizzlePg(pool, { schema });
     // Replicas starting together: one migrates, the others wait for it and find nothing to do.
     const lock = await pool.connect();

@@ -107,13 +107,18 @@ export async function startControlPlane(
     adminPasswordFile,
     ...opts.config,
   });
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const logger = createLogger(config.logLevel, opts.logTo);
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    log: logger,
+  });
   let cp: ControlPlane;
   try {
     cp = await buildControlPlane({
       config,
       database,
-      logger: createLogger(config.logLevel, opts.logTo),
+      logger,
       ...(opts.clock ? { clock: opts.clock } : {}),
     });
   } catch (err) {

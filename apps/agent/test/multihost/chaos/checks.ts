@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
+import { BOX_ACTIONS, DESIRED_AFTER, SETTLED_STATUS } from "@doppio/contracts";
 import Database from "better-sqlite3";
 import pg from "pg";
 import type { Cluster } from "./cluster.ts";
@@ -12,6 +13,11 @@ export interface Check {
 }
 
 const IN_FLIGHT = ["pending", "delivered", "running"];
+
+/** The statuses a box may settle in for a desired state: stopped is reached by a stop or a hibernate. */
+function settlesIn(desired: string): string[] {
+  return BOX_ACTIONS.filter((a) => DESIRED_AFTER[a] === desired).map((a) => SETTLED_STATUS[a]);
+}
 
 /** What the database holds about jobs and boxes right now. */
 async function readDb(url: string) {
@@ -109,12 +115,15 @@ export async function endChecks(
       if (vm) leakProblems.push(`${box.slug} deleted but its VM is ${vm.state} on ${box.server}`);
       continue;
     }
-    if (box.status !== box.desired_state) {
+    if (!settlesIn(box.desired_state).includes(box.status)) {
       observedProblems.push(`${box.slug} is ${box.status}, should be ${box.desired_state}`);
     }
     const seen = vm?.state ?? "gone";
     if ((box.desired_state === "running") !== (seen === "running")) {
       observedProblems.push(`${box.slug} should be ${box.desired_state}, its VM on ${box.server} is ${seen}`);
+    }
+    if ((box.status === "hibernated") !== (seen === "hibernated")) {
+      observedProblems.push(`${box.slug} is ${box.status}, its VM on ${box.server} is ${seen}`);
     }
   }
   const live = new Set(boxes.filter((b) => !b.deleted).map((b) => `${b.server}/${b.slug}`));
