@@ -25,6 +25,7 @@ import type { HandlerDeps, ImageBuilder } from "./jobs/registry.ts";
 import { logOnlyReporter } from "./jobs/reporter.ts";
 import { JobRunner } from "./jobs/runner.ts";
 import { LogShipper } from "./logs/shipper.ts";
+import { applyBoxSettings } from "./loops/box-settings.ts";
 import { ClaimLoop } from "./loops/claim.ts";
 import { Deliverer } from "./loops/deliverer.ts";
 import { HeartbeatLoop } from "./loops/heartbeat.ts";
@@ -197,7 +198,11 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
         lastActiveAt: (slug: string) => activity.lastActiveAt(slug),
         sample: async () => edge?.sampleConnections(),
       },
-      ...(edge ? { onResponse: edge.onHeartbeat } : {}),
+      onResponse: (res) => {
+        const changed = applyBoxSettings({ boxes, routes }, res.boxes);
+        if (changed.length > 0) log.info({ boxes: changed }, "box wake settings changed");
+        edge?.onHeartbeat(res);
+      },
     },
     config.heartbeatIntervalMs,
   );

@@ -146,6 +146,31 @@ describe("edge wiring in the agent API", () => {
     await cp.admin.request("PATCH", "/api/v1/me/idle", { idleTimeoutMinutes: null });
   });
 
+  it("letting anyone wake the public site reaches the hibernated box's host with a heartbeat, not a job", async () => {
+    expect((await cp.admin.post("/api/v1/boxes/edgy/hibernate")).status).toBe(202);
+    await waitForBox(cp, "edgy", "hibernated");
+    const jobsBefore = (await cp.admin.get("/api/v1/boxes/edgy/jobs")).body.jobs.length;
+    const stranger = () => check(`edgy.site.${DOMAIN}`, "/", { accept: "text/html" });
+    expect(await (await stranger()).text()).not.toContain("Waking up");
+
+    const patch = { idleTimeoutMinutes: null, publicWake: true };
+    expect((await cp.admin.request("PATCH", "/api/v1/boxes/edgy/idle", patch)).status).toBe(200);
+    expect((await cp.admin.get("/api/v1/boxes/edgy/jobs")).body.jobs).toHaveLength(jobsBefore);
+    await waitFor("the setting at the edge", async () =>
+      (await (await stranger()).text()).includes("Waking up"),
+    );
+    // As the waking page does: it reloads until the box serves (a wake is sent at most once per 10 s).
+    await waitFor(
+      "the stranger's visit to wake the box",
+      async () => (await stranger()).headers.get("x-doppio-upstream") !== null,
+      30_000,
+      500,
+    );
+    const jobs = (await cp.admin.get("/api/v1/boxes/edgy/jobs")).body.jobs;
+    expect(jobs).toHaveLength(jobsBefore + 1);
+    expect(jobs[0]).toMatchObject({ action: "start", status: "succeeded" });
+  });
+
   // Last: it signs the owner's session out.
   it("signing out of the control plane ends the box-access cookie at the edge", async () => {
     const pending = await handoff(`edgy.code.${DOMAIN}`);

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { Email } from "@doppio/contracts";
+import { Email, IDLE_TIMEOUT_MAX_MINUTES } from "@doppio/contracts";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { GitHubConfig, githubFromEnv } from "./github/config.ts";
@@ -64,6 +64,11 @@ export const ApiConfig = z.strictObject({
     .int()
     .positive()
     .default(1024 * 1024),
+  /**
+   * The idle timeout every new account starts with (0: never); each user changes their own
+   * (`PATCH /api/v1/me/idle`) and each box may override it.
+   */
+  idleTimeoutDefaultMinutes: z.coerce.number().int().min(0).max(IDLE_TIMEOUT_MAX_MINUTES).default(30),
   // Billing (apps/api/src/billing). Money is integer minor units of `currency`.
   currency: z
     .string()
@@ -109,6 +114,7 @@ const ENV_KEYS: Record<string, keyof ApiConfig> = {
   DOPPIO_ADMIN_EMAIL: "adminEmail",
   DOPPIO_ADMIN_PASSWORD_FILE: "adminPasswordFile",
   DOPPIO_METRICS_TOKEN: "metricsToken",
+  DOPPIO_IDLE_TIMEOUT_DEFAULT_MINUTES: "idleTimeoutDefaultMinutes",
   DOPPIO_STRIPE_SECRET_KEY: "stripeSecretKey",
   DOPPIO_STRIPE_WEBHOOK_SECRET: "stripeWebhookSecret",
   DOPPIO_ANSIBLE_DIR: "ansibleDir",

@@ -13,6 +13,9 @@ import {
  * reports use with its heartbeats, the idle sweep hibernates what ran out, keep-awake resets
  * the timer, the agent's wake resumes a hibernated box. Time is the control plane's clock.
  */
+/** The platform's default for new accounts here (the shipped default is 30). */
+const PLATFORM_DEFAULT = 45;
+
 for (const kind of DB_KINDS) {
   const why = dbUnavailable(kind);
   if (why) console.warn(`SKIPPING "idle hibernation" on ${kind}: ${why}`);
@@ -41,7 +44,11 @@ for (const kind of DB_KINDS) {
     const sweep = () => hibernateIdleBoxes(env.cp.ctx);
 
     beforeAll(async () => {
-      env = await startControlPlane({ kind, clock: { now: () => new Date(now) } });
+      env = await startControlPlane({
+        kind,
+        clock: { now: () => new Date(now) },
+        config: { idleTimeoutDefaultMinutes: PLATFORM_DEFAULT },
+      });
       const admin = await env.admin();
       agent = await registerServer(admin, "idle-host");
       otherAgent = await registerServer(admin, "other-host");
@@ -57,7 +64,13 @@ for (const kind of DB_KINDS) {
       await env?.close();
     });
 
-    it("without a timeout a box never hibernates; the view says so", async () => {
+    it("a new account starts with the platform's default; turned off, its boxes never hibernate", async () => {
+      const fresh = await box("sleepy");
+      expect(fresh).toMatchObject({ idleTimeoutMinutes: PLATFORM_DEFAULT, idleTimeoutCustom: false });
+      expect(fresh.idleHibernatesAt).toBe(new Date(now + PLATFORM_DEFAULT * 60_000).toISOString());
+      expect((await owner.request("PATCH", "/api/v1/me/idle", { idleTimeoutMinutes: null })).status).toBe(
+        200,
+      );
       minutes(24 * 60);
       expect(await sweep()).toEqual([]);
       expect(await box("sleepy")).toMatchObject({

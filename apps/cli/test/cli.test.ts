@@ -128,7 +128,10 @@ describe("doppio CLI against a real control plane", () => {
     expect(table.code).toBe(0);
     const [header, ...rows] = table.stdout.trimEnd().split("\n");
     expect(header).toMatch(/^NAME\s+STATUS\s+HIBERNATES\s+TEMPLATE\s+SIZE\s+CREATED\s+SITE$/);
-    expect(rows.find((l) => l.startsWith("cli-box "))).toMatch(/^cli-box\s+running\s+-\s+minimal\s+small\s/);
+    // A new account starts with the platform's idle timeout (30 minutes).
+    expect(rows.find((l) => l.startsWith("cli-box "))).toMatch(
+      /^cli-box\s+running\s+in (29|30)m\s+minimal\s+small\s/,
+    );
 
     const json = await home.run(["ls", "--json"]);
     const box = JSON.parse(json.stdout).find((b: { slug: string }) => b.slug === "cli-box");
@@ -172,7 +175,8 @@ describe("doppio CLI against a real control plane", () => {
     expect((await home.run(["idle", "cli-box", "default", "--public-wake", "maybe"])).code).toBe(2);
     const wake = await home.run(["idle", "cli-box", "default", "--public-wake", "on", "--json"]);
     expect(JSON.parse(wake.stdout)).toMatchObject({ publicWake: true, idleTimeoutCustom: false });
-    expect((await home.run(["ls"])).stdout).toMatch(/cli-box\s+running\s+-\s+minimal/);
+    // Back on the owner's default (the platform's 30 minutes), counted from the keep-awake.
+    expect((await home.run(["ls"])).stdout).toMatch(/cli-box\s+running\s+in (29|30)m\s+minimal/);
   });
 
   it("shows the box's job steps and URLs", async () => {

@@ -227,7 +227,14 @@ export type Heartbeat = z.infer<typeof Heartbeat>;
 
 export const HeartbeatResponse = z.object({
   /** Boxes the control plane believes are on this host, with their desired state. */
-  boxes: z.array(z.object({ slug: z.string(), desiredState: z.enum(["running", "stopped", "deleted"]) })),
+  boxes: z.array(
+    z.object({
+      slug: z.string(),
+      desiredState: z.enum(["running", "stopped", "deleted"]),
+      /** Changed without a job (`PATCH /api/v1/boxes/:slug/idle`): the host applies it from here. */
+      publicWake: z.boolean().optional(),
+    }),
+  ),
   drift: z.array(z.object({ slug: z.string(), expected: z.string(), observed: z.string() })),
   /** SPKI PEM of the control plane's key: the agent verifies private-URL hand-off tokens with it. */
   accessPublicKey: z.string(),

@@ -103,6 +103,16 @@ export class BoxStore {
       .run(desired, this.now().toISOString(), slug);
   }
 
+  /** Sets who may wake the hibernated box; true when it changed. */
+  setPublicWake(slug: string, publicWake: boolean): boolean {
+    const box = this.get(slug);
+    if (!box || (box.spec.publicWake ?? false) === publicWake) return false;
+    this.db
+      .prepare("UPDATE boxes SET spec = ?, updated_at = ? WHERE slug = ?")
+      .run(JSON.stringify({ ...box.spec, publicWake }), this.now().toISOString(), slug);
+    return true;
+  }
+
   /** Next boot/restore generation (the guest re-applies its identity when it changes). */
   bumpGeneration(slug: string): number {
     const row = this.db

@@ -152,7 +152,12 @@ export async function recordHeartbeat(
   await extendLeases(ctx, server.id, hb.jobs);
   await recordActivity(ctx, server.id, hb.vms);
   const expected = await ctx.db
-    .select({ slug: boxes.slug, desiredState: boxes.desiredState, status: boxes.status })
+    .select({
+      slug: boxes.slug,
+      desiredState: boxes.desiredState,
+      status: boxes.status,
+      publicWake: boxes.publicWake,
+    })
     .from(boxes)
     .where(and(eq(boxes.serverId, server.id), isNull(boxes.deletedAt)));
   const observed = new Map(hb.vms.map((v) => [v.slug, v.state]));
@@ -169,7 +174,7 @@ export async function recordHeartbeat(
   }
   if (drift.length > 0) ctx.log.warn({ server: server.name, drift }, "host state drifted from intent");
   return {
-    boxes: expected.map(({ slug, desiredState }) => ({ slug, desiredState })),
+    boxes: expected.map(({ slug, desiredState, publicWake }) => ({ slug, desiredState, publicWake })),
     drift,
     accessPublicKey: ctx.access.publicKeyPem,
     endedSessions: await endedBoxAccess(ctx, server.id),

@@ -44,6 +44,7 @@ export async function createAccount(
         name: input.name ?? null,
         passwordHash,
         role,
+        idleTimeoutMinutes: ctx.config.idleTimeoutDefaultMinutes || null,
         createdAt: ctx.clock.now(),
       });
       await tx.insert(teams).values({ id: teamId, name: teamName, createdAt: ctx.clock.now() });
