@@ -17,6 +17,7 @@ bench: bootstrap
 	npm run bench:edge
 	npm run bench:create
 	npm run bench:overhead
+	npm run bench:outbox
 	npm run bench:memory
 	npm run bench:logs
 	npm run bench:isolation

@@ -17,8 +17,8 @@ APT_PACKAGES=(
   libkrb5-dev ripgrep build-essential python3 zip openssh-client
   # browser tests
   chromium
-  # misc tools used by scripts and tests
-  curl jq sqlite3 tmux ca-certificates
+  # misc tools used by scripts and tests (strace: the agent outbox's fsync test)
+  curl jq sqlite3 tmux ca-certificates strace
   # CLI tests: zsh completion script syntax and behaviour
   zsh
   # provisioning: Ansible (with ansible.posix.jsonl), its linter, and the test host

@@ -32,6 +32,8 @@ export class Deliverer extends BackgroundLoop {
 
   /** One pass over every job with undelivered events; returns how many rows were confirmed. */
   async deliverOnce(): Promise<number> {
+    // Nothing reaches the control plane before it is on this host's disk.
+    this.d.store.sync();
     const pending = this.d.store.pending(BATCH);
     const now = this.d.clock.now().getTime();
     const due = [...pending].filter(([jobId]) => (this.#notBefore.get(jobId) ?? 0) <= now);

@@ -63,6 +63,9 @@ const toJob = (r: JobRow): StoredJob => ({
  * never deliver a sequence twice with different content or skip one.
  */
 export class JobStore {
+  /** Events appended since the WAL was last synced to disk (see `append` and `sync`). */
+  #unsynced = false;
+
   constructor(private readonly db: Db) {}
 
   /** Idempotent on id: a job the control plane hands out again is not queued twice. */
@@ -114,9 +117,29 @@ export class JobStore {
     return row?.attempt ?? 0;
   }
 
-  /** Stores one event with the next sequence number; returns it. */
+  /**
+   * Stores one event with the next sequence number; returns it. Committed without an fsync
+   * (`synchronous = NORMAL`: safe against a crash of this process, not yet against power
+   * loss): a job's many step events would otherwise each wait for the disk on the agent's one
+   * thread. `sync` makes them durable before any leaves this host, so the control plane never
+   * holds an event this store could lose and number again.
+   */
   append(jobId: string, event: NewEvent): number {
-    return this.db.transaction(() => this.#append(jobId, event))();
+    this.db.pragma("synchronous = NORMAL");
+    try {
+      const seq = this.db.transaction(() => this.#append(jobId, event))();
+      this.#unsynced = true;
+      return seq;
+    } finally {
+      this.db.pragma("synchronous = FULL");
+    }
+  }
+
+  /** Writes every appended event to disk (the WAL is synced before a checkpoint). */
+  sync(): void {
+    if (!this.#unsynced) return;
+    this.db.pragma("wal_checkpoint(PASSIVE)");
+    this.#unsynced = false;
   }
 
   /** The final event and the job's `done` status land in one transaction: a result is written once. */
