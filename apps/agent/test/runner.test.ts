@@ -91,6 +91,7 @@ describe("job runner: parallel across boxes, in order per box", () => {
       owner: "u",
       sitePublic: true,
       publicWake: false,
+      repo: null,
     };
     store.insert({ id, action: "start", box, payload, receivedAt: "t" });
     runner.enqueue(store.get(id)!);

@@ -171,8 +171,16 @@ describe.skipIf(missing.length > 0)("git push with a GitHub App installation tok
     expect((await fetch(`${cp.url}/api/v1/github/webhooks`, { method: "POST", headers, body })).status).toBe(
       200,
     );
+    // The agent still holds the box's token; GitHub (here the Git server) refuses it, git
+    // erases it, and the erase drops the agent's copy...
     const push = await gitRun(["push", "origin", "main"], dir);
     expect(push.code).not.toBe(0);
+    expect(git.requests.at(-1)).toMatchObject({ repo: "octo/app-a", status: 401 });
+    // ...so the next push asks the control plane and the box's terminal says why.
+    const next = await gitRun(["push", "origin", "main"], dir);
+    expect(next.code).not.toBe(0);
+    expect(next.stderr).toContain("git-credential-doppio: ");
+    expect(next.stderr).toContain("octo/app-a is no longer connected");
     expect(await git.log("octo/app-a")).toEqual(["edit from the box", "seed"]);
     const asked = await fetch(`${cp.url}/agent/v1/boxes/pusher/git-credential`, {
       method: "POST",

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { BoxEnv } from "./box.ts";
+import { RepoFullName } from "./github.ts";
 import { JOB_ACTIONS, type JobAction, JobErrorCode, STEP_NAMES } from "./job.ts";
 
 /** Payload of every box job: everything the agent needs, so it never calls back for intent. */
@@ -16,6 +17,11 @@ export const BoxJobPayload = z.object({
   sitePublic: z.boolean().default(true),
   /** Anyone's request to the public site may wake the box from hibernation (else only the owner's). */
   publicWake: z.boolean().default(false),
+  /**
+   * The GitHub repository (`owner/name`) the box clones into its workspace on first start,
+   * or null. Checked again here: it reaches the guest's shell (images/common/rootfs/usr/local/bin/doppio-clone).
+   */
+  repo: RepoFullName.nullable().default(null),
 });
 export type BoxJobPayload = z.infer<typeof BoxJobPayload>;
 

@@ -33,3 +33,31 @@ export const LOG_REDACT = {
   ],
   censor: "[redacted]",
 };
+
+/**
+ * Query parameters whose values never reach a log: OAuth's `code` and `state` (GitHub's
+ * callback carries both; each is single use, but a log is no place for them).
+ */
+const SECRET_QUERY_PARAMS = new Set(["code", "state"]);
+
+/** `url` (a request target, path and query) with the values of secret query parameters censored. */
+export function redactUrl(url: string): string {
+  const q = url.indexOf("?");
+  if (q < 0) return url;
+  const hash = url.indexOf("#", q);
+  const query = url.slice(q + 1, hash < 0 ? undefined : hash);
+  const parts = query.split("&").map((pair) => {
+    const eq = pair.indexOf("=");
+    const raw = (eq < 0 ? pair : pair.slice(0, eq)).replaceAll("+", " ");
+    let name = raw;
+    try {
+      name = decodeURIComponent(raw);
+    } catch {
+      // A malformed escape: judge the name as written.
+    }
+    return SECRET_QUERY_PARAMS.has(name.trim().toLowerCase())
+      ? `${pair.slice(0, eq < 0 ? pair.length : eq)}=${LOG_REDACT.censor}`
+      : pair;
+  });
+  return `${url.slice(0, q + 1)}${parts.join("&")}${hash < 0 ? "" : url.slice(hash)}`;
+}

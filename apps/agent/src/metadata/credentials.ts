@@ -31,6 +31,15 @@ export class GitCredentialCache {
     return answer;
   }
 
+  /**
+   * Drops the box boot's credential (its `git credential erase`: git rejected it, e.g.
+   * GitHub revoked it after an uninstall), so the next request asks the control plane,
+   * which answers why no new one comes.
+   */
+  forget(key: string): boolean {
+    return this.#entries.delete(key);
+  }
+
   get size(): number {
     return this.#entries.size;
   }

@@ -12,7 +12,7 @@ import { tokenSha256 } from "./tokens.ts";
 
 export interface MetadataServiceDeps {
   boxes: Pick<BoxStore, "byMetadataToken">;
-  credentials: Pick<GitCredentialCache, "get">;
+  credentials: Pick<GitCredentialCache, "get" | "forget">;
   /**
    * Tap mode: the caller's address must be the token's box (a token copied out of one box
    * does not work from another). User mode: every guest arrives from QEMU on loopback.
@@ -34,7 +34,8 @@ function ipv4(address: string | undefined): string {
 
 /**
  * The metadata service guests call: `GET /v1/git-credential` with `Authorization: Bearer
- * <metadata_token>` answers `{username, token, expiresAt}` for the token's box.
+ * <metadata_token>` answers `{username, token, expiresAt}` for the token's box; `DELETE` drops
+ * the box's cached credential.
  */
 export async function buildMetadataService(d: MetadataServiceDeps): Promise<FastifyInstance> {
   const log = d.log.child({ component: "metadata" });
@@ -87,6 +88,15 @@ export async function buildMetadataService(d: MetadataServiceDeps): Promise<Fast
     log.debug({ slug: box.slug, expiresAt: answer.credential.expiresAt }, "git credential handed to box");
     reply.header("cache-control", "no-store");
     return answer.credential;
+  });
+  // The helper's `erase`: git was refused with the credential it got. Only the caller's own
+  // boot's entry goes (the key is its token's digest).
+  app.delete("/v1/git-credential", async (req, reply) => {
+    const c = caller(req);
+    if (!c) return sendError(reply, 401, "unauthorized", "a valid box metadata token is required");
+    const dropped = d.credentials.forget(c.tokenHash);
+    log.debug({ slug: c.box.slug, dropped }, "git credential erased by box");
+    return reply.code(204).header("cache-control", "no-store").send();
   });
   return app;
 }

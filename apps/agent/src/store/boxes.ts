@@ -14,6 +14,8 @@ export interface BoxSpec {
   sitePublic: boolean;
   /** Anyone's request to the public site may wake it from hibernation (absent in records from before). */
   publicWake?: boolean;
+  /** GitHub `owner/name` the guest clones on first start (absent in records from before). */
+  repo?: string | null;
   /** Stable for the box's life; replaced on reset (a new clone). */
   secrets: BoxSecrets;
 }

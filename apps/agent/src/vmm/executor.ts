@@ -10,6 +10,8 @@ export interface BoxMetadata {
   site_url: string;
   code_url: string;
   env: BoxEnv;
+  /** GitHub `owner/name` the guest clones into its workspace on first start; "" or absent: none. */
+  repo?: string;
   network: { ip: string; prefix: number; gateway: string; mac: string; dns: string[] };
   /** The agent's metadata service as the guest reaches it (`http://<gateway>:<port>`); "" when off. */
   metadata_url: string;

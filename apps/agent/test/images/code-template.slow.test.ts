@@ -97,6 +97,8 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
       ["code-b", "10.0.0.22"],
     ] as const) {
       const spec = boxSpec(slug, ip, 1, { tap: false, template: "code" });
+      // code-b is "created from a repository": its guest tries the clone after READY.
+      if (slug === "code-b") spec.metadata.repo = "octo/app-a";
       t0 = performance.now();
       const up = await ex.createFromGolden(spec, new RecordingReporter());
       timings[`create_${slug}_ms`] = Math.round(performance.now() - t0);
@@ -245,6 +247,25 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
     const goldenSerial = readFileSync(join(dirname(pointer.manifest), "serial.log"), "utf8");
     expect(goldenSerial).toMatch(/\[svc code-server\] .*HTTP server listening/);
     expect(text).not.toContain("HTTP server listening");
+  });
+
+  it("clones the box's repository after READY; a clone that cannot get a credential says so and the box stays up", async () => {
+    // A user-mode guest here reaches neither github.com nor a metadata service: the failure
+    // path, in a real guest (github-clone.test.ts clones for real through the credential path).
+    const [a, b] = boxes;
+    const serial = boxPaths(dataDir, b!.spec.slug).serial;
+    let text = "";
+    for (let i = 0; i < 240 && !text.includes("doppio-clone in a terminal"); i++) {
+      text = readFileSync(serial, "utf8");
+      if (!text.includes("doppio-clone in a terminal")) await new Promise((r) => setTimeout(r, 500));
+    }
+    const after = text.slice(text.indexOf("DOPPIO-READY 1"));
+    expect(after).toContain("doppio: clone: cloning octo/app-a into /data/workspace/app-a");
+    expect(after).toContain("doppio: clone: cloning octo/app-a failed:");
+    expect(after).toMatch(/doppio: clone: cloning octo\/app-a failed: .*fatal: /);
+    expect(after).toContain("the workspace is left as it was; run doppio-clone in a terminal to try again");
+    expect((await fetch(`http://${b!.up(8888)}/healthz`)).status).toBe(200);
+    expect(readFileSync(boxPaths(dataDir, a!.spec.slug).serial, "utf8")).not.toContain("doppio: clone:");
   });
 
   it("cold-boots a box from the same image (measured beside the golden restore)", async () => {

@@ -21,11 +21,12 @@ describe.skipIf(!hasBusybox)("git-credential-doppio (the box's git credential he
   let dir = "";
   let file = "";
   let answer: { status: number; body: unknown } = { status: 404, body: {} };
-  const seen: Array<{ path: string | undefined; auth: string | undefined }> = [];
+  const seen: Array<{ method?: string; path: string | undefined; auth: string | undefined }> = [];
 
   beforeAll(async () => {
     server = createServer((req, res) => {
       seen.push({ path: req.url, auth: req.headers.authorization });
+      if (req.method !== "GET") seen.at(-1)!.method = req.method;
       res.writeHead(answer.status, { "content-type": "application/json" });
       res.end(JSON.stringify(answer.body));
     });
@@ -70,7 +71,7 @@ describe.skipIf(!hasBusybox)("git-credential-doppio (the box's git credential he
     expect((await run("get")).stdout).toBe("username=octo\npassword=ghs_new\n");
   });
 
-  it("prints only a hint (stderr) on an error answer, and ignores store/erase", async () => {
+  it("prints only a hint (stderr) on an error answer; store is a no-op, erase drops the agent's copy", async () => {
     answer = { status: 503, body: { error: { code: "unavailable", message: "control plane away" } } };
     expect(await run("get")).toEqual({
       stdout: "",
@@ -78,7 +79,9 @@ describe.skipIf(!hasBusybox)("git-credential-doppio (the box's git credential he
     });
     seen.length = 0;
     expect((await run("store")).stdout).toBe("");
-    expect((await run("erase")).stdout).toBe("");
     expect(seen).toEqual([]);
+    answer = { status: 204, body: {} };
+    expect(await run("erase")).toEqual({ stdout: "", stderr: "" });
+    expect(seen).toEqual([{ method: "DELETE", path: "/v1/git-credential", auth: "Bearer boot-token_1" }]);
   });
 });

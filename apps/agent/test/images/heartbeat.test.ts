@@ -51,7 +51,7 @@ describe("guest heartbeat → metadata service → box activity", () => {
       boxes: {
         byMetadataToken: (sha) => (sha === tokenSha256(TOKEN) ? box : null),
       },
-      credentials: { get: async () => ({ unavailable: "none" }) },
+      credentials: { get: async () => ({ unavailable: "none" }), forget: () => false },
       checkSourceAddress: false,
       activity,
       log: pino({ level: "silent" }),

@@ -59,6 +59,19 @@ describe("GitCredentialCache", () => {
     expect(long.calls).toEqual(["box", "box"]);
   });
 
+  it("forget (the box's git credential erase) drops only that boot's credential", async () => {
+    const clock = { t: 0 };
+    const cp = issuing(clock, 3_600_000);
+    const cache = new GitCredentialCache(cp, { now: () => new Date(clock.t) });
+    await cache.get("boot-1", "box");
+    const other = await cache.get("boot-2", "other");
+    expect(cache.forget("boot-1")).toBe(true);
+    expect(cache.forget("boot-1")).toBe(false);
+    await cache.get("boot-1", "box");
+    expect(await cache.get("boot-2", "other")).toEqual(other);
+    expect(cp.calls).toEqual(["box", "other", "box"]);
+  });
+
   it("does not cache an answer without a credential", async () => {
     const calls: string[] = [];
     const cache = new GitCredentialCache(

@@ -38,6 +38,7 @@ export function boxPayload(slug: string): BoxJobPayload {
     owner: "user-1",
     sitePublic: true,
     publicWake: false,
+    repo: null,
   };
 }
 

@@ -510,6 +510,12 @@ export const githubAccounts = pgTable("github_accounts", {
   login: text("login").notNull(),
   tokenSealed: text("token_sealed").notNull(),
   tokenExpiresAt: ts("token_expires_at"),
+  /**
+   * GitHub's refresh token for an expiring user token (sealed like it; null when the app's
+   * user tokens do not expire): one use, swapped with the user token (github/oauth.ts).
+   */
+  refreshTokenSealed: text("refresh_token_sealed"),
+  refreshTokenExpiresAt: ts("refresh_token_expires_at"),
   /** The doppio account was made by signing in with GitHub: it has no password its user knows. */
   createdByGithub: boolean("created_by_github").notNull().default(false),
   linkedAt: createdAt(),

@@ -17,6 +17,8 @@ export interface GitHubApi {
   installationRepos(installationId: number): Promise<RepoInfo[]>;
   /** The OAuth web flow's code exchanged for a user access token (PKCE verifier included). */
   exchangeCode(req: { code: string; redirectUri: string; codeVerifier: string }): Promise<UserToken>;
+  /** A refresh token exchanged for a new user token and refresh token (both old ones stop working). */
+  refreshUserToken(refreshToken: string): Promise<UserToken>;
   /** The user behind a user access token, and their verified primary email if any. */
   user(token: string): Promise<GitHubUser>;
   /** Installation ids of this app the user can access (proves a user may connect one). */
@@ -34,9 +36,34 @@ export interface RepoInfo {
   fullName: string;
   private: boolean;
 }
-interface UserToken {
+/** GitHub's answer to a token request; the lifetimes are seconds, null when tokens do not expire. */
+export interface UserToken {
   token: string;
-  expiresAt: string | null;
+  expiresIn: number | null;
+  refreshToken: string | null;
+  refreshTokenExpiresIn: number | null;
+}
+
+/** GitHub's token endpoint body (https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens). */
+function userTokenFrom(what: string, data: unknown): UserToken {
+  const body = data as {
+    access_token?: string;
+    expires_in?: number;
+    refresh_token?: string;
+    refresh_token_expires_in?: number;
+    error?: string;
+  };
+  if (!body.access_token) {
+    // GitHub answers 200 with `error` (bad_verification_code, bad_refresh_token, …).
+    throw new GitHubRefused(400, `${what}: ${body.error ?? "no access token"}`);
+  }
+  return {
+    token: body.access_token,
+    expiresIn: typeof body.expires_in === "number" ? body.expires_in : null,
+    refreshToken: body.refresh_token ?? null,
+    refreshTokenExpiresIn:
+      typeof body.refresh_token_expires_in === "number" ? body.refresh_token_expires_in : null,
+  };
 }
 interface GitHubUser {
   id: number;
@@ -137,15 +164,21 @@ export function octokitGitHub(app: GitHubAppSettings): GitHubApi {
           redirect_uri: redirectUri,
           code_verifier: codeVerifier,
         });
-        const body = data as { access_token?: string; expires_in?: number; error?: string };
-        if (!body.access_token) {
-          // GitHub answers 200 with `error` (bad_verification_code, incorrect_client_credentials, …).
-          throw new GitHubRefused(400, `OAuth code exchange: ${body.error ?? "no access token"}`);
-        }
-        const expiresAt = body.expires_in
-          ? new Date(Date.now() + body.expires_in * 1000).toISOString()
-          : null;
-        return { token: body.access_token, expiresAt };
+        return userTokenFrom("OAuth code exchange", data);
+      });
+    },
+
+    async refreshUserToken(refreshToken) {
+      return refusals("user token refresh", async () => {
+        const { data } = await asApp.request("POST /login/oauth/access_token", {
+          baseUrl: app.webUrl,
+          headers: { accept: "application/json", authorization: "" },
+          client_id: app.clientId,
+          client_secret: app.clientSecret,
+          grant_type: "refresh_token",
+          refresh_token: refreshToken,
+        });
+        return userTokenFrom("user token refresh", data);
       });
     },
 

@@ -3,8 +3,8 @@ import { AppError } from "../errors.ts";
 import { audit } from "../services/audit.ts";
 import { GitHubRefused } from "./client.ts";
 import { connectUser, replaceRepos, upsertInstallation } from "./installations.ts";
-import { userToken } from "./oauth.ts";
 import type { GitHub } from "./service.ts";
+import { userToken } from "./user-tokens.ts";
 
 /** How long an install link stays good. */
 const INSTALL_STATE_TTL_MS = 30 * 60_000;

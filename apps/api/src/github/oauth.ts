@@ -8,6 +8,7 @@ import { audit } from "../services/audit.ts";
 import { createAccount, isUniqueViolation } from "../services/users.ts";
 import { GitHubRefused } from "./client.ts";
 import type { GitHub } from "./service.ts";
+import { userTokenColumns } from "./user-tokens.ts";
 
 /** How long a started sign-in may take at GitHub before its state stops being accepted. */
 const OAUTH_STATE_TTL_MS = 10 * 60_000;
@@ -28,7 +29,6 @@ export class OAuthFailed extends Error {
 }
 
 const verifierPurpose = (stateHash: string) => `github_oauth_states.verifier.${stateHash}`;
-const userTokenPurpose = (userId: string) => `github_accounts.token.${userId}`;
 
 /**
  * Starts the OAuth web flow: a random `state` (kept as sha256) bound to a random browser
@@ -146,8 +146,7 @@ export async function finishOAuth(
     userId,
     githubId: user.id,
     login: user.login,
-    tokenSealed: gh.app.box.seal(token.token, userTokenPurpose(userId)),
-    tokenExpiresAt: token.expiresAt ? new Date(token.expiresAt) : null,
+    ...userTokenColumns(ctx, gh, userId, token),
   };
   try {
     await ctx.db
@@ -167,10 +166,4 @@ export async function finishOAuth(
     data: { githubId: user.id, login: user.login, created: createdByGithub },
   });
   return { userId, intent: row.intent };
-}
-
-/** The user's GitHub token, opened, or null when GitHub is not linked. */
-export async function userToken(ctx: Ctx, gh: GitHub, userId: string): Promise<string | null> {
-  const [row] = await ctx.db.select().from(githubAccounts).where(eq(githubAccounts.userId, userId));
-  return row ? gh.app.box.open(row.tokenSealed, userTokenPurpose(userId)) : null;
 }

@@ -67,6 +67,7 @@ function jobPayload(box: BoxRow): BoxJobPayload {
     owner: box.ownerId,
     sitePublic: box.sitePublic,
     publicWake: box.publicWake,
+    repo: box.repo,
   };
 }
 

@@ -92,7 +92,11 @@ export class GitHubStandIn {
 
   readonly users = new Map<number, StandInUser>();
   readonly installations = new Map<number, StandInInstallation>();
-  readonly #userTokens = new Map<string, number>();
+  /** User access tokens (ghu_) and refresh tokens (ghr_): whose, and until when (stand-in clock). */
+  readonly #userTokens = new Map<string, { userId: number; expiresAt: number }>();
+  readonly #refreshTokens = new Map<string, { userId: number; expiresAt: number; access: string }>();
+  /** Every refresh-token grant, accepted or not. */
+  readonly refreshes: Array<{ ok: boolean; error?: string }> = [];
   readonly #tokens = new Map<string, IssuedToken>();
   readonly #codes = new Map<
     string,
@@ -166,9 +170,24 @@ export class GitHubStandIn {
       if (t.installationId === installationId) this.#tokens.delete(token);
   }
 
-  /** Every user access token issued to a GitHub user (to look for them where they must not be). */
+  /** Every user access and refresh token issued to a GitHub user (to look for them where they must not be). */
   userTokensOf(userId: number): string[] {
-    return [...this.#userTokens].filter(([, id]) => id === userId).map(([token]) => token);
+    return [...this.#issuedUserTokens].filter(([, id]) => id === userId).map(([token]) => token);
+  }
+  /** Every user token and refresh token ever issued, used or not (userTokensOf). */
+  readonly #issuedUserTokens = new Map<string, number>();
+
+  /**
+   * Ends a user's access tokens, as 8 hours do at GitHub (offsetMs would also end the app's
+   * JWTs, which Octokit signs with the real clock).
+   */
+  expireUserTokens(userId: number): void {
+    for (const t of this.#userTokens.values()) if (t.userId === userId) t.expiresAt = this.now();
+  }
+
+  /** Revokes a user's refresh tokens, as removing the app's authorization on GitHub does. */
+  revokeRefreshTokens(userId: number): void {
+    for (const [t, r] of this.#refreshTokens) if (r.userId === userId) this.#refreshTokens.delete(t);
   }
 
   /** Every installation token issued. */
@@ -298,7 +317,8 @@ export class GitHubStandIn {
       });
     }
 
-    const user = this.users.get(this.#userTokens.get(bearer(req) ?? "") ?? -1);
+    const held = this.#userTokens.get(bearer(req) ?? "");
+    const user = held && held.expiresAt > this.now() ? this.users.get(held.userId) : undefined;
     if (p.startsWith("/api/v3/user") && !user) return badCredentials(res);
     if (user && req.method === "GET" && p === "/api/v3/user") {
       const out: PrivateUser = {
@@ -420,6 +440,18 @@ export class GitHubStandIn {
     if (params.client_id !== this.clientId || params.client_secret !== this.clientSecret) {
       return fail("incorrect_client_credentials", "The client_id and/or client_secret passed are incorrect.");
     }
+    if (params.grant_type === "refresh_token") {
+      // One use: the refresh token and the user token it came with stop working, a new pair comes.
+      const held = this.#refreshTokens.get(params.refresh_token ?? "");
+      this.#refreshTokens.delete(params.refresh_token ?? "");
+      if (!held || held.expiresAt <= this.now()) {
+        this.refreshes.push({ ok: false, error: "bad_refresh_token" });
+        return fail("bad_refresh_token", "The refresh token passed is incorrect or expired.");
+      }
+      this.#userTokens.delete(held.access);
+      this.refreshes.push({ ok: true });
+      return json(res, 200, this.#issueUserToken(held.userId));
+    }
     const code = this.#codes.get(params.code ?? "");
     if (!code || code.used || code.expiresAt <= this.now()) {
       if (code) code.used = true;
@@ -439,16 +471,24 @@ export class GitHubStandIn {
       if (got !== code.challenge)
         return fail("invalid_grant", "The code_verifier does not match the code_challenge.");
     }
+    json(res, 200, this.#issueUserToken(code.userId));
+  }
+
+  /** An expiring user token and its refresh token, as GitHub issues them (8 hours, 6 months). */
+  #issueUserToken(userId: number) {
     const token = `ghu_${randomBytes(18).toString("base64url")}`;
-    this.#userTokens.set(token, code.userId);
-    json(res, 200, {
+    const refresh = `ghr_${randomBytes(30).toString("base64url")}`;
+    this.#userTokens.set(token, { userId, expiresAt: this.now() + 28800 * 1000 });
+    this.#refreshTokens.set(refresh, { userId, expiresAt: this.now() + 15897600 * 1000, access: token });
+    this.#issuedUserTokens.set(token, userId).set(refresh, userId);
+    return {
       access_token: token,
       expires_in: 28800,
-      refresh_token: `ghr_${randomBytes(30).toString("base64url")}`,
+      refresh_token: refresh,
       refresh_token_expires_in: 15897600,
       scope: "",
       token_type: "bearer",
-    });
+    };
   }
 
   /** The install page, approved at once by `browserUser` on their own account with all their repos. */

@@ -83,7 +83,7 @@ export async function linkAndConnect(
   await connectInstallation(client, installationId);
 }
 
-async function connectInstallation(client: TestClient, installationId: number): Promise<Hop> {
+export async function connectInstallation(client: TestClient, installationId: number): Promise<Hop> {
   const connect = await client.post("/api/v1/github/connect", {});
   if (connect.status !== 200) throw new Error(`connect: ${connect.status} ${JSON.stringify(connect.body)}`);
   const state = new URL(connect.body.url).searchParams.get("state")!;

@@ -28,6 +28,7 @@ export function specFromPayload(p: BoxJobPayload, secrets: BoxSecrets): BoxSpec 
     owner: p.owner,
     sitePublic: p.sitePublic,
     publicWake: p.publicWake,
+    repo: p.repo,
     secrets,
   };
 }
@@ -83,6 +84,7 @@ export function vmSpec(deps: HandlerDeps, box: Omit<StoredBox, "updatedAt">, gen
       site_url: urls.site,
       code_url: urls.code,
       env: box.spec.env,
+      repo: box.spec.repo ?? "",
       network: { ...net, dns: deps.config.dns },
       metadata_url: metadataUrl(deps.config, net.gateway),
       secrets: { ...box.spec.secrets, metadata_token: metadataToken },

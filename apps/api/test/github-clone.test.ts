@@ -1,0 +1,225 @@
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GUEST_LIB, HELPER, MetadataRecordingFake } from "../../agent/test/metadata/support.ts";
+import {
+  freePort,
+  startAgent,
+  startCp,
+  type TestAgent,
+  type TestCp,
+  waitForBox,
+  waitForHeartbeat,
+} from "../../agent/test/support/agent-harness.ts";
+import { GitHttpServer, hasGitHttpBackend } from "./support/git-server.ts";
+import { connectInstallation, githubConfig, linkAndConnect } from "./support/github.ts";
+import { GitHubStandIn, type StandInUser } from "./support/github-standin.ts";
+
+const CLONE = path.resolve(import.meta.dirname, "../../../images/common/rootfs/usr/local/bin/doppio-clone");
+const missing = [
+  hasGitHttpBackend ? null : "git-http-backend (apt-get install git)",
+  existsSync("/bin/busybox") ? null : "/bin/busybox (apt-get install busybox-static)",
+].filter(Boolean);
+if (missing.length) console.warn(`SKIPPING GitHub clone test: missing ${missing.join(", ")}`);
+
+/**
+ * Clone on first start: `repo` on create reaches the agent in the create job's payload and
+ * the guest in its boot metadata; the guest's `doppio-clone` (run by apply after READY)
+ * clones it through git-credential-doppio → the agent's metadata service → the control
+ * plane → the GitHub stand-in's installation token → a real git-http-backend. Runs on the
+ * host, as github-push.test.ts does: the box's side is the two scripts and the files apply
+ * writes from the metadata; the helper serves only https://github.com, so the test's git
+ * configuration presents the loopback Git server to it under that name. The frappe
+ * template's path (bench get-app + install-app) runs against a recording `bench` here: a
+ * real Frappe bench cannot be built on these machines (no GitHub, no PyPI).
+ */
+describe.skipIf(missing.length > 0)("clone the box's repository on first start", () => {
+  const gh = new GitHubStandIn();
+  let git: GitHttpServer;
+  let cp: TestCp;
+  let agent: TestAgent;
+  let fake: MetadataRecordingFake;
+  let tmp: string;
+  let ghUser: StandInUser;
+  let installationId: number;
+
+  beforeAll(async () => {
+    tmp = await mkdtemp(path.join(tmpdir(), "doppio-gh-clone-"));
+    await gh.start();
+    git = new GitHttpServer(path.join(tmp, "srv"), (t, repo, write) => gh.gitAccess(t, repo, write));
+    await git.start();
+    await git.createRepo("octo/app-a");
+    await git.createRepo("octo/frappe_shop");
+
+    cp = await startCp("clone-host", githubConfig(gh));
+    fake = new MetadataRecordingFake({ golden: { minimal: "ready" } });
+    agent = await startAgent({
+      cpUrl: cp.url,
+      token: cp.agentToken,
+      listen: true,
+      config: { networkMode: "user", metadata: { port: await freePort() } },
+      backend: () => ({ executor: fake, network: fake }),
+    });
+    await waitForHeartbeat(cp);
+    ghUser = gh.addUser("octo", [{ email: "octo@example.com", primary: true, verified: true }]);
+    installationId = gh.install(ghUser, ["app-a", "frappe_shop"]).id;
+    await linkAndConnect(cp.admin, gh, ghUser, installationId);
+  }, 120_000);
+
+  afterAll(async () => {
+    await agent?.close();
+    await cp?.close();
+    await git?.stop();
+    await gh.stop();
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  /** Creates a box from `repo` and lays out what its guest's apply writes: metadata and repo files, an empty workspace. */
+  async function boxFrom(name: string, repo: string) {
+    const created = await cp.admin.post("/api/v1/boxes", { template: "minimal", name, repo });
+    expect(created.status).toBe(202);
+    await waitForBox(cp, name, "running");
+    const meta = fake.metadata.get(name)!;
+    const dir = path.join(tmp, name);
+    await mkdir(path.join(dir, "workspace"), { recursive: true });
+    await writeFile(
+      path.join(dir, "metadata"),
+      `url=${agent.agent.metadata.url}\ntoken=${meta.secrets.metadata_token}\n`,
+      { mode: 0o600 },
+    );
+    await writeFile(path.join(dir, "repo"), `${meta.repo ?? ""}\n`);
+    return { dir, meta };
+  }
+
+  /** doppio-clone as apply runs it (in `dir`), git's credential helper the box's (see the describe). */
+  function cloneIn(dir: string, extra: Record<string, string> = {}) {
+    const helper = `!f() { sed -e 's/^host=.*/host=github.com/' -e 's/^protocol=.*/protocol=https/' | '${HELPER}' "$@"; }; f`;
+    return new Promise<{ code: number; out: string }>((resolve) => {
+      execFile(
+        CLONE,
+        [],
+        {
+          cwd: dir,
+          env: {
+            PATH: process.env.PATH ?? "/usr/bin:/bin",
+            HOME: dir,
+            TMPDIR: dir,
+            GIT_CONFIG_NOSYSTEM: "1",
+            GIT_CONFIG_COUNT: "2",
+            GIT_CONFIG_KEY_0: "credential.helper",
+            GIT_CONFIG_VALUE_0: "",
+            GIT_CONFIG_KEY_1: "credential.helper",
+            GIT_CONFIG_VALUE_1: helper,
+            DOPPIO_METADATA_FILE: path.join(dir, "metadata"),
+            DOPPIO_LIB: GUEST_LIB,
+            DOPPIO_REPO_FILE: path.join(dir, "repo"),
+            DOPPIO_WORKSPACE: path.join(dir, "workspace"),
+            DOPPIO_GITHUB_URL: git.url,
+            DOPPIO_CLONE_MODE_FILE: path.join(dir, "clone-mode"),
+            DOPPIO_STATE_DIR: path.join(dir, "state"),
+            DOPPIO_BOX_USER: process.env.USER ?? "root",
+            ...extra,
+          },
+          timeout: 60_000,
+        },
+        (err, stdout, stderr) =>
+          resolve({ code: err ? Number(err.code ?? 1) || 1 : 0, out: stdout + stderr }),
+      );
+    });
+  }
+
+  it("carries repo in the create job's payload and the guest's metadata; clones it into the workspace", async () => {
+    const { dir, meta } = await boxFrom("cloner", "octo/app-a");
+    expect(meta.repo).toBe("octo/app-a");
+    const job = await cp.admin.get("/api/v1/boxes/cloner");
+    expect((job.body as { repo: string | null }).repo).toBe("octo/app-a");
+
+    const first = await cloneIn(dir);
+    expect(first.out).toContain("doppio: clone: cloned octo/app-a into");
+    expect(first.code).toBe(0);
+    const ws = path.join(dir, "workspace");
+    expect(await readdir(ws)).toEqual(["app-a"]);
+    const origin = await new Promise<string>((r) =>
+      execFile("git", ["-C", path.join(ws, "app-a"), "log", "--format=%s"], (_e, o) => r(o.trim())),
+    );
+    expect(origin).toBe("seed");
+    expect(gh.tokenRequests.at(-1)).toMatchObject({ installationId, repositories: ["app-a"] });
+
+    // Every start runs it again: a done clone asks nothing.
+    const seen = git.requests.length;
+    const again = await cloneIn(dir);
+    expect(again).toEqual({ code: 0, out: "" });
+    expect(git.requests.length).toBe(seen);
+  });
+
+  it("frappe template: bench get-app from the repository, then install-app on the current site, once", async () => {
+    const { dir } = await boxFrom("bencher", "octo/frappe_shop");
+    const bench = path.join(dir, "bench");
+    await mkdir(path.join(bench, "apps", "frappe"), { recursive: true });
+    await mkdir(path.join(bench, "sites"), { recursive: true });
+    await writeFile(path.join(bench, "sites", "currentsite.txt"), "dev.localhost\n");
+    await writeFile(path.join(dir, "clone-mode"), "bench\n");
+    // A recording bench: get-app clones with git as bench does (so through the credential helper).
+    const bin = path.join(dir, "bin");
+    await mkdir(bin);
+    await writeFile(
+      path.join(bin, "bench"),
+      `#!/bin/sh\necho "bench $*" >> '${dir}/bench.log'\ncase "$1" in\n  get-app) git clone --quiet "$2" "apps/$(basename "$2" .git)" ;;\n  --site) [ "$3" = install-app ] ;;\n  *) exit 9 ;;\nesac\n`,
+    );
+    await chmod(path.join(bin, "bench"), 0o755);
+    const env = { DOPPIO_BENCH_DIR: bench, PATH: `${bin}:${process.env.PATH ?? "/usr/bin:/bin"}` };
+    const first = await cloneIn(dir, env);
+    expect(first.out).toContain("installed octo/frappe_shop as the app frappe_shop on dev.localhost");
+    expect(first.code).toBe(0);
+    expect((await readFile(path.join(dir, "bench.log"), "utf8")).trim().split("\n")).toEqual([
+      `bench get-app ${git.url}/octo/frappe_shop.git`,
+      "bench --site dev.localhost install-app frappe_shop",
+    ]);
+    expect((await readdir(path.join(bench, "apps"))).sort()).toEqual(["frappe", "frappe_shop"]);
+    expect(await cloneIn(dir, env)).toEqual({ code: 0, out: "" });
+  });
+
+  it("refuses a repository name that is not owner/name before running anything", async () => {
+    const dir = path.join(tmp, "hostile");
+    await mkdir(path.join(dir, "workspace"), { recursive: true });
+    for (const bad of ["octo/x';touch pwned;'", "octo/a/b", "-o/x", "octo/..", "../etc"]) {
+      await writeFile(path.join(dir, "repo"), `${bad}\n`);
+      const r = await cloneIn(dir);
+      expect(r.code, bad).toBe(2);
+      expect(r.out).toContain("refusing repository name");
+    }
+    expect(await readdir(path.join(dir, "workspace"))).toEqual([]);
+    expect(existsSync(path.join(dir, "pwned"))).toBe(false);
+  });
+
+  it("a failed clone leaves the workspace empty, says why, and succeeds when tried again", async () => {
+    const { dir } = await boxFrom("cloner-2", "octo/app-a");
+    gh.uninstall(installationId);
+    const { body, headers } = gh.delivery("installation", {
+      action: "deleted",
+      installation: gh.installationJson(gh.installations.get(installationId)!),
+      sender: { login: "octo", id: ghUser.id, type: "User", site_admin: false },
+    });
+    expect((await fetch(`${cp.url}/api/v1/github/webhooks`, { method: "POST", headers, body })).status).toBe(
+      200,
+    );
+
+    const failed = await cloneIn(dir);
+    expect(failed.code).toBe(1);
+    expect(failed.out).toContain("doppio: clone: cloning octo/app-a failed");
+    expect(failed.out).toContain("octo/app-a is no longer connected");
+    expect(failed.out).toContain("run doppio-clone in a terminal to try again");
+    expect(await readdir(path.join(dir, "workspace"))).toEqual([]);
+
+    // The user connects the repository again; the next start (or doppio-clone) clones it.
+    installationId = gh.install(ghUser, ["app-a"]).id;
+    await connectInstallation(cp.admin, installationId);
+    const retried = await cloneIn(dir);
+    expect(retried.out).toContain("cloned octo/app-a");
+    expect(retried.code).toBe(0);
+    expect(await readdir(path.join(dir, "workspace"))).toEqual(["app-a"]);
+  });
+});
