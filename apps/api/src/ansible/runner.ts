@@ -216,7 +216,6 @@ export class PlayRunner {
 
   private async apply(r: Running, e: CallbackEvent): Promise<void> {
     const playId = r.launch.playId;
-    const now = this.ctx.clock.now();
     const db = this.ctx.db;
     switch (e.event) {
       case "plan": {
@@ -246,9 +245,11 @@ export class PlayRunner {
         return;
       }
       case "task_start": {
+        // Ansible's moment, not this one: events wait in line while earlier ones are stored.
+        const at = new Date(e.at);
         const [known] = await db
           .update(ansibleTasks)
-          .set({ status: "running", startedAt: now, endedAt: null })
+          .set({ status: "running", startedAt: at, endedAt: null })
           .where(and(eq(ansibleTasks.playId, playId), eq(ansibleTasks.taskId, e.id)))
           .returning({ position: ansibleTasks.position });
         if (known) r.lastPosition = known.position;
@@ -262,7 +263,7 @@ export class PlayRunner {
             role: e.role,
             handler: e.handler,
             status: "running",
-            startedAt: now,
+            startedAt: at,
           });
         }
         await this.publishTask(playId, e.id);
@@ -273,7 +274,7 @@ export class PlayRunner {
         const error = e.error ? this.scrub(r, e.error).trim() : null;
         const [task] = await db
           .update(ansibleTasks)
-          .set({ status: e.status, endedAt: now, output, error })
+          .set({ status: e.status, endedAt: new Date(e.at), output, error })
           .where(and(eq(ansibleTasks.playId, playId), eq(ansibleTasks.taskId, e.id)))
           .returning({ name: ansibleTasks.name });
         if ((e.status === "failed" || e.status === "unreachable") && !r.firstFailure)
@@ -323,7 +324,14 @@ export class PlayRunner {
             ? "interrupted: the control plane stopped during the play"
             : (r.firstFailure ??
               `ansible-playbook ended with ${signal ?? `exit code ${code}`}${stderr ? `: ${stderr}` : ""}`);
-    await settleTasks(this.ctx, playId, status === "success" ? "ok" : "cancelled", status === "success");
+    // Before the play's last event: a follower stops listening when the play has ended.
+    const settled = await settleTasks(
+      this.ctx,
+      playId,
+      status === "success" ? "ok" : "cancelled",
+      status === "success",
+    );
+    for (const t of settled) this.ctx.bus.publishPlay(playId, { type: "task", task: toTask(t) });
     const updated = await db
       .update(ansiblePlays)
       .set({ status, endedAt: now, error, pid: null, ...(r.stats ? { counters: r.stats } : {}) })
