@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { promisify } from "node:util";
-import type { PlayCounters, PlayKind } from "@doppio/contracts";
+import type { PlayCounters, PlayKind, ServerStatus } from "@doppio/contracts";
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { ansiblePlays, ansibleTasks, serverSsh, servers } from "../db/schema.ts";
@@ -47,6 +47,8 @@ interface Running {
 const run = promisify(execFile);
 const STDERR_KEEP = 8192;
 const KILL_AFTER_MS = 5000;
+/** The statuses a successful play moves to `active` (not `draining`, `disabled`, `archived`). */
+const PLAY_MAKES_ACTIVE: ServerStatus[] = ["pending", "preparing", "active", "broken"];
 /** Environment the child gets from ours: nothing else (no database URL, no tokens). */
 const PASSED_ENV = ["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME"];
 
@@ -339,10 +341,12 @@ export class PlayRunner {
       .returning({ id: ansiblePlays.id });
     if (updated.length > 0) {
       if (status === "success")
+        // A server an operator drained or disabled stays so: a deploy is not a decision to
+        // take boxes or hand out jobs again.
         await db
           .update(servers)
           .set({ status: "active", statusMessage: null })
-          .where(eq(servers.id, serverId));
+          .where(and(eq(servers.id, serverId), inArray(servers.status, PLAY_MAKES_ACTIVE)));
       else if (status === "failure" || kind === "prepare")
         await db
           .update(servers)
