@@ -22,3 +22,8 @@ export const API_URL = `http://localhost:${PORTS.api}`;
 export const DASHBOARD_URL = `${API_URL}/dashboard/`;
 export const ADMIN_EMAIL = "admin@doppiobox.localhost";
 export const SERVER_NAME = "local";
+/**
+ * Disk the registered server offers boxes (each reserves its size's disk, 10 GB for a small
+ * one; overlays are sparse). Used when `make up` registers server `local`.
+ */
+export const DISK_GB = Number(process.env.DOPPIO_UP_DISK_GB ?? 50);

@@ -11,6 +11,7 @@ import {
   API_URL,
   CADDY_ADMIN,
   DATA,
+  DISK_GB,
   DOMAIN,
   PIDS,
   PORTS,
@@ -112,7 +113,7 @@ export async function ensureServer(
     // Dev boxes idle most of the time: vCPUs are overcommitted 4:1, memory is not.
     vcpu: os.cpus().length * 4,
     memoryMb: Math.floor((os.totalmem() / 1024 / 1024) * 0.75),
-    diskGb: 50,
+    diskGb: DISK_GB,
   };
   let how: "registered" | "new token" = "registered";
   let res =

@@ -13,6 +13,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Host } from "../../../scripts/scale/host.ts";
+import { runScaleTest } from "../../../scripts/scale/run.ts";
 import { signedInClient, TestClient } from "../../api/test/support/client.ts";
 import { buildCli, cliHome } from "../../cli/test/support/cli.ts";
 import { hasChromium, launchBrowser, type TestBrowser } from "./support/browser.ts";
@@ -312,6 +314,32 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
       await code.close();
     }
     expect((await page.request.delete("/api/v1/boxes/git-box", asDashboard())).status()).toBe(202);
+  }, 900_000);
+
+  it("npm run scale-test's checks pass on this stack (2 boxes): created at once, answering, stopped, started, deleted, nothing left", async () => {
+    const lines: string[] = [];
+    const result = await runScaleTest({
+      apiUrl: settings.API_URL,
+      server: settings.SERVER_NAME,
+      boxes: 2,
+      template: "minimal",
+      admin: { email: settings.ADMIN_EMAIL, password: adminPassword },
+      host: new Host({
+        target: "local",
+        agentDataDir: path.join(data, "agent"),
+        caddyAdmin: settings.CADDY_ADMIN,
+        node: { bin: process.execPath, cwd: path.join(ROOT, "apps/agent") },
+      }),
+      edge: `127.0.0.1:${settings.PORTS.edge}`,
+      log: (l) => lines.push(l),
+    });
+    expect(
+      result.checks.filter((c) => !c.ok),
+      lines.join("\n"),
+    ).toEqual([]);
+    expect(result.checks.length).toBeGreaterThan(15);
+    expect(result.memory).toHaveLength(2);
+    expect(result.memory.every((m) => m.rssKb > 0 && m.pssKb > 0)).toBe(true);
   }, 900_000);
 
   it("after a database reset, make up registers server local again and says up only once it heartbeats", async () => {

@@ -16,6 +16,7 @@ DOCUMENTATION = """
 
 import json
 import sys
+import time
 
 from ansible.plugins.callback import CallbackBase
 
@@ -64,6 +65,8 @@ class CallbackModule(CallbackBase):
 
     def _emit(self, event, **fields):
         fields["event"] = event
+        # When it happened (ms since the epoch): the control plane may apply it later.
+        fields["at"] = round(time.time() * 1000)
         sys.stdout.write(json.dumps(fields, default=str) + "\n")
         sys.stdout.flush()
 

@@ -5,6 +5,7 @@ import { expect, test } from "vitest";
 import { buildBundle } from "../../../../provision/bundle/build-bundle.ts";
 import type { TestControlPlane } from "../../../api/test/support/control-plane.ts";
 import { processesMentioning, readPlayStream, waitForPlay } from "../../../api/test/support/plays.ts";
+import { deployKeepsWork } from "./deploy-keeps-work.ts";
 import { REPO, type TestHost } from "./support/test-host.ts";
 
 /**
@@ -171,6 +172,12 @@ export function controlPlanePlays(
     },
     5 * MIN,
   );
+
+  // A live host with boxes and queued work: a deploy loses none of it.
+  deployKeepsWork(() => {
+    const { cp, host, server, vars } = env();
+    return { cp, host, server, domain: String(vars.doppio_domain) };
+  }, timings);
 
   test(
     "scripts/setup-from-rescue.sh refuses a host that is not in a rescue system",

@@ -6,6 +6,8 @@ import { z } from "zod";
  * line: the task list when a play starts, each task's start and result, the stats at the end.
  */
 const PlannedTask = z.object({ id: z.string(), name: z.string(), role: z.string().nullable() });
+/** When Ansible reported it (ms since the epoch, this machine's clock): task times come from it. */
+const At = z.number().int().positive();
 export const CallbackEvent = z.discriminatedUnion("event", [
   z.object({ event: z.literal("plan"), play: z.string(), tasks: z.array(PlannedTask) }),
   z.object({
@@ -14,6 +16,7 @@ export const CallbackEvent = z.discriminatedUnion("event", [
     name: z.string(),
     role: z.string().nullable(),
     handler: z.boolean(),
+    at: At,
   }),
   z.object({
     event: z.literal("task_result"),
@@ -23,6 +26,7 @@ export const CallbackEvent = z.discriminatedUnion("event", [
     changed: z.boolean(),
     output: z.string(),
     error: z.string().nullable(),
+    at: At,
   }),
   z.object({
     event: z.literal("stats"),

@@ -19,22 +19,28 @@ export function killGroup(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
-/** Tasks left running get `running` status; pending ones become skipped only when the play succeeded. */
+/**
+ * Tasks left running get `running` status; pending ones become skipped only when the play
+ * succeeded. Returns the tasks it changed (the runner tells the play's followers).
+ */
 export async function settleTasks(
   ctx: Ctx,
   playId: string,
   running: TaskStatus,
   skipPending: boolean,
-): Promise<void> {
-  await ctx.db
+): Promise<(typeof ansibleTasks.$inferSelect)[]> {
+  const ended = await ctx.db
     .update(ansibleTasks)
     .set({ status: running, endedAt: ctx.clock.now() })
-    .where(and(eq(ansibleTasks.playId, playId), eq(ansibleTasks.status, "running")));
-  if (skipPending)
-    await ctx.db
-      .update(ansibleTasks)
-      .set({ status: "skipped" })
-      .where(and(eq(ansibleTasks.playId, playId), eq(ansibleTasks.status, "pending")));
+    .where(and(eq(ansibleTasks.playId, playId), eq(ansibleTasks.status, "running")))
+    .returning();
+  if (!skipPending) return ended;
+  const skipped = await ctx.db
+    .update(ansibleTasks)
+    .set({ status: "skipped" })
+    .where(and(eq(ansibleTasks.playId, playId), eq(ansibleTasks.status, "pending")))
+    .returning();
+  return [...ended, ...skipped];
 }
 
 /** Ends plays that no process is running any more as `failure: interrupted`; their servers show it. */

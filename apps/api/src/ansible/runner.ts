@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { promisify } from "node:util";
-import type { PlayCounters, PlayKind } from "@doppio/contracts";
+import type { PlayCounters, PlayKind, ServerStatus } from "@doppio/contracts";
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { ansiblePlays, ansibleTasks, serverSsh, servers } from "../db/schema.ts";
@@ -47,6 +47,8 @@ interface Running {
 const run = promisify(execFile);
 const STDERR_KEEP = 8192;
 const KILL_AFTER_MS = 5000;
+/** The statuses a successful play moves to `active` (not `draining`, `disabled`, `archived`). */
+const PLAY_MAKES_ACTIVE: ServerStatus[] = ["pending", "preparing", "active", "broken"];
 /** Environment the child gets from ours: nothing else (no database URL, no tokens). */
 const PASSED_ENV = ["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME"];
 
@@ -216,7 +218,6 @@ export class PlayRunner {
 
   private async apply(r: Running, e: CallbackEvent): Promise<void> {
     const playId = r.launch.playId;
-    const now = this.ctx.clock.now();
     const db = this.ctx.db;
     switch (e.event) {
       case "plan": {
@@ -246,9 +247,11 @@ export class PlayRunner {
         return;
       }
       case "task_start": {
+        // Ansible's moment, not this one: events wait in line while earlier ones are stored.
+        const at = new Date(e.at);
         const [known] = await db
           .update(ansibleTasks)
-          .set({ status: "running", startedAt: now, endedAt: null })
+          .set({ status: "running", startedAt: at, endedAt: null })
           .where(and(eq(ansibleTasks.playId, playId), eq(ansibleTasks.taskId, e.id)))
           .returning({ position: ansibleTasks.position });
         if (known) r.lastPosition = known.position;
@@ -262,7 +265,7 @@ export class PlayRunner {
             role: e.role,
             handler: e.handler,
             status: "running",
-            startedAt: now,
+            startedAt: at,
           });
         }
         await this.publishTask(playId, e.id);
@@ -273,7 +276,7 @@ export class PlayRunner {
         const error = e.error ? this.scrub(r, e.error).trim() : null;
         const [task] = await db
           .update(ansibleTasks)
-          .set({ status: e.status, endedAt: now, output, error })
+          .set({ status: e.status, endedAt: new Date(e.at), output, error })
           .where(and(eq(ansibleTasks.playId, playId), eq(ansibleTasks.taskId, e.id)))
           .returning({ name: ansibleTasks.name });
         if ((e.status === "failed" || e.status === "unreachable") && !r.firstFailure)
@@ -323,7 +326,14 @@ export class PlayRunner {
             ? "interrupted: the control plane stopped during the play"
             : (r.firstFailure ??
               `ansible-playbook ended with ${signal ?? `exit code ${code}`}${stderr ? `: ${stderr}` : ""}`);
-    await settleTasks(this.ctx, playId, status === "success" ? "ok" : "cancelled", status === "success");
+    // Before the play's last event: a follower stops listening when the play has ended.
+    const settled = await settleTasks(
+      this.ctx,
+      playId,
+      status === "success" ? "ok" : "cancelled",
+      status === "success",
+    );
+    for (const t of settled) this.ctx.bus.publishPlay(playId, { type: "task", task: toTask(t) });
     const updated = await db
       .update(ansiblePlays)
       .set({ status, endedAt: now, error, pid: null, ...(r.stats ? { counters: r.stats } : {}) })
@@ -331,10 +341,12 @@ export class PlayRunner {
       .returning({ id: ansiblePlays.id });
     if (updated.length > 0) {
       if (status === "success")
+        // A server an operator drained or disabled stays so: a deploy is not a decision to
+        // take boxes or hand out jobs again.
         await db
           .update(servers)
           .set({ status: "active", statusMessage: null })
-          .where(eq(servers.id, serverId));
+          .where(and(eq(servers.id, serverId), inArray(servers.status, PLAY_MAKES_ACTIVE)));
       else if (status === "failure" || kind === "prepare")
         await db
           .update(servers)

@@ -1,0 +1,248 @@
+import { spawnSync } from "node:child_process";
+import path from "node:path";
+import { expect, test } from "vitest";
+import { buildBundle } from "../../../../provision/bundle/build-bundle.ts";
+import type { TestClient } from "../../../api/test/support/client.ts";
+import type { TestControlPlane } from "../../../api/test/support/control-plane.ts";
+import { waitForPlay } from "../../../api/test/support/plays.ts";
+import { REPO, type TestHost } from "./support/test-host.ts";
+
+/**
+ * Replacing the agent on a live host loses nothing: a running box keeps its VMM (same PID)
+ * and keeps answering through the host's Caddy, a job queued for the host while the agent is
+ * replaced runs exactly once on the new agent, and heartbeats resume. Runs on the shared
+ * booted host of playbook.test.ts once it is a provisioned, active server.
+ */
+export function deployKeepsWork(
+  env: () => { cp: TestControlPlane; host: TestHost; server: string; domain: string },
+  timings: Record<string, number>,
+): void {
+  const MIN = 60_000;
+  const admin = () => env().cp.admin();
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  async function waitBox(client: TestClient, slug: string, status: string, timeoutMs: number) {
+    const deadline = Date.now() + timeoutMs;
+    let box = (await client.get(`/api/v1/boxes/${slug}`)).body;
+    while (box.status !== status && Date.now() < deadline) {
+      if (box.status === "error") break;
+      await sleep(1000);
+      box = (await client.get(`/api/v1/boxes/${slug}`)).body;
+    }
+    expect(box.status, JSON.stringify(box)).toBe(status);
+    return box;
+  }
+
+  async function jobOf(client: TestClient, slug: string, id: string) {
+    const { jobs } = (await client.get(`/api/v1/boxes/${slug}/jobs`)).body;
+    return jobs.find((j: { id: string }) => j.id === id);
+  }
+
+  async function waitJob(client: TestClient, slug: string, id: string, timeoutMs: number) {
+    const deadline = Date.now() + timeoutMs;
+    let job = await jobOf(client, slug, id);
+    while (!["succeeded", "failed"].includes(job.status) && Date.now() < deadline) {
+      await sleep(1000);
+      job = await jobOf(client, slug, id);
+    }
+    return job;
+  }
+
+  /** PIDs of the QEMU processes running this box on the host. */
+  const vmmPids = (slug: string): number[] =>
+    env()
+      .host.ssh("ps -eo pid=,args=")
+      .split("\n")
+      .filter((l) => /qemu-system/.test(l) && l.includes(`/${slug}/`))
+      .map((l) => Number.parseInt(l.trim(), 10));
+
+  /** The box's site, through the host's own Caddy (the edge), as a browser would ask. */
+  const site = (slug: string): string =>
+    env().host.ssh(`curl -s -m 20 -H 'Host: ${slug}.site.${env().domain}' http://127.0.0.1/ || true`).trim();
+
+  const agentPid = () => env().host.ssh("systemctl show -p MainPID --value doppio-agent").trim();
+
+  async function heartbeatAfter(client: TestClient, since: number) {
+    const deadline = Date.now() + 2 * MIN;
+    let srv = (await client.get(`/api/v1/servers/${env().server}`)).body;
+    while (!(srv.lastHeartbeatAt && Date.parse(srv.lastHeartbeatAt) > since) && Date.now() < deadline) {
+      await sleep(1000);
+      srv = (await client.get(`/api/v1/servers/${env().server}`)).body;
+    }
+    expect(Date.parse(srv.lastHeartbeatAt ?? "0"), JSON.stringify(srv)).toBeGreaterThan(since);
+    return srv;
+  }
+
+  /** What the host's agent knows of a job, and its recent log: the message of a failed check. */
+  function agentSide(jobId: string): string {
+    const script = `const D=require("better-sqlite3");const db=new D("/var/lib/doppio-agent/agent.sqlite",{readonly:true});
+      console.log(JSON.stringify({job:db.prepare("SELECT id,action,box,status,attempt,cp_attempt,last_seq FROM jobs WHERE id=?").get(process.argv[1]),
+      outbox:db.prepare("SELECT seq,delivered,substr(event,1,120) AS event FROM outbox WHERE job_id=?").all(process.argv[1])}))`;
+    const { host } = env();
+    return [
+      host.ssh(
+        `cd /opt/doppio/apps/agent && /opt/doppio/runtime/bin/node -e '${script.replaceAll("'", "'\\''")}' ${jobId} 2>&1 || true`,
+      ),
+      host.ssh("journalctl -u doppio-agent --no-pager -n 60 -o cat 2>&1 | cut -c1-400 || true"),
+    ].join("\n");
+  }
+
+  /** Ran once: succeeded, no re-run after an agent restart, each step once. */
+  function ranOnce(job: {
+    id: string;
+    status: string;
+    log: string;
+    steps: { name: string }[];
+    error: string | null;
+  }) {
+    if (job.status !== "succeeded") expect.fail(`${JSON.stringify(job)}\n${agentSide(job.id)}`);
+    expect(job.log).not.toMatch(/running again after an agent restart/);
+    const names = job.steps.map((s) => s.name);
+    expect(names.length).toBeGreaterThan(0);
+    expect(names).toEqual([...new Set(names)]);
+  }
+
+  const boxes = { keeper: "", queued: "" };
+  let keeperPid = 0;
+
+  test(
+    "two boxes created through the control plane run on the host and answer through its Caddy",
+    async () => {
+      const client = await admin();
+      const started = Date.now();
+      const made = await Promise.all(
+        ["keeper", "queued"].map((name) => client.post("/api/v1/boxes", { template: "minimal", name })),
+      );
+      for (const res of made) expect(res.status, JSON.stringify(res.body)).toBe(202);
+      boxes.keeper = made[0]!.body.box.slug;
+      boxes.queued = made[1]!.body.box.slug;
+      for (const slug of Object.values(boxes)) {
+        const box = await waitBox(client, slug, "running", 15 * MIN);
+        expect(box.server).toBe(env().server);
+        expect(site(slug)).toBe(slug);
+      }
+      timings.twoBoxesRunning = Date.now() - started;
+      const pids = vmmPids(boxes.keeper);
+      expect(pids).toHaveLength(1);
+      keeperPid = pids[0]!;
+    },
+    20 * MIN,
+  );
+
+  test(
+    "deploy-agent.sh replaces the bundle: the running box keeps its VMM, a job queued meanwhile runs once on the new agent",
+    async () => {
+      const { host, server } = env();
+      const client = await admin();
+      // The job waits for the host: the server is disabled (its agent gets no jobs) for the
+      // deploy, as an operator does for maintenance.
+      expect((await client.post(`/api/v1/servers/${server}/actions`, { action: "disable" })).status).toBe(
+        200,
+      );
+      const stop = await client.post(`/api/v1/boxes/${boxes.queued}/stop`);
+      expect(stop.status, JSON.stringify(stop.body)).toBe(202);
+      const jobId: string = stop.body.job.id;
+
+      const bundle = buildBundle({
+        out: path.join(REPO, ".data/provision/bundles"),
+        label: "deploy keeps work",
+      });
+      const oldAgent = agentPid();
+      const oldRelease = host.ssh("readlink /opt/doppio").trim();
+      const args = ["--target", `root@${host.ip}`, "--identity", host.sshKey];
+      const started = Date.now();
+      const r = spawnSync(
+        path.join(REPO, "scripts/deploy-agent.sh"),
+        [...args, "--known-hosts", host.knownHosts, "--bundle", bundle.path],
+        { encoding: "utf8" },
+      );
+      const deployed = Date.now();
+      timings.deployAgentShWithBoxes = deployed - started;
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout.trim().split("\n").at(-1)).toBe("active");
+      // The bundle and the agent process were replaced.
+      expect(host.ssh("readlink /opt/doppio").trim()).toBe(`/opt/doppio-releases/${bundle.id}`);
+      expect(host.ssh("readlink /opt/doppio").trim()).not.toBe(oldRelease);
+      expect(agentPid()).not.toBe(oldAgent);
+
+      // The running box: same VMM, still answering through the edge.
+      expect(vmmPids(boxes.keeper)).toEqual([keeperPid]);
+      expect(site(boxes.keeper)).toBe(boxes.keeper);
+      // The queued job has not run: the server is still disabled.
+      expect((await jobOf(client, boxes.queued, jobId)).status).toBe("pending");
+      expect(vmmPids(boxes.queued)).toHaveLength(1);
+      // The new agent heartbeats.
+      await heartbeatAfter(client, deployed);
+
+      expect((await client.post(`/api/v1/servers/${server}/actions`, { action: "activate" })).status).toBe(
+        200,
+      );
+      const job = await waitJob(client, boxes.queued, jobId, 5 * MIN);
+      ranOnce(job);
+      expect(job.attempts).toBe(1);
+      await waitBox(client, boxes.queued, "stopped", MIN);
+      expect(vmmPids(boxes.queued)).toEqual([]);
+      expect(vmmPids(boxes.keeper)).toEqual([keeperPid]);
+    },
+    15 * MIN,
+  );
+
+  test(
+    "Deploy agent (deploy-agent.yml) through the control plane: the box keeps its VMM, a queued job runs once after, the server stays disabled",
+    async () => {
+      const { server } = env();
+      const client = await admin();
+      expect((await client.post(`/api/v1/servers/${server}/actions`, { action: "disable" })).status).toBe(
+        200,
+      );
+      const start = await client.post(`/api/v1/boxes/${boxes.queued}/start`);
+      expect(start.status, JSON.stringify(start.body)).toBe(202);
+      const jobId: string = start.body.job.id;
+      const oldAgent = agentPid();
+      const started = Date.now();
+      const res = await client.post(`/api/v1/servers/${server}/plays`, {
+        playbook: "deploy_agent",
+        variables: {},
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(202);
+      const play = await waitForPlay(client, res.body.id, undefined, 10 * MIN);
+      timings.deployAgentPlayWithBoxes = Date.now() - started;
+      expect(play.status, JSON.stringify(play.error)).toBe("success");
+      expect(agentPid()).not.toBe(oldAgent);
+      // A successful deploy does not undo the operator's disable.
+      expect((await client.get(`/api/v1/servers/${server}`)).body.status).toBe("disabled");
+
+      expect(vmmPids(boxes.keeper)).toEqual([keeperPid]);
+      expect(site(boxes.keeper)).toBe(boxes.keeper);
+      await heartbeatAfter(client, Date.parse(play.endedAt));
+      expect((await jobOf(client, boxes.queued, jobId)).status).toBe("pending");
+
+      expect((await client.post(`/api/v1/servers/${server}/actions`, { action: "activate" })).status).toBe(
+        200,
+      );
+      const job = await waitJob(client, boxes.queued, jobId, 10 * MIN);
+      ranOnce(job);
+      expect(job.attempts).toBe(1);
+      await waitBox(client, boxes.queued, "running", MIN);
+      expect(vmmPids(boxes.queued)).toHaveLength(1);
+      expect(site(boxes.queued)).toBe(boxes.queued);
+      expect(vmmPids(boxes.keeper)).toEqual([keeperPid]);
+
+      // Leave the host as the tests after this one expect it: no boxes.
+      for (const slug of Object.values(boxes)) {
+        expect((await client.del(`/api/v1/boxes/${slug}`)).status).toBe(202);
+      }
+      for (const slug of Object.values(boxes)) {
+        const deadline = Date.now() + 5 * MIN;
+        let res = await client.get(`/api/v1/boxes/${slug}`);
+        while (res.status === 200 && res.body.status !== "deleted" && Date.now() < deadline) {
+          await sleep(1000);
+          res = await client.get(`/api/v1/boxes/${slug}`);
+        }
+        expect(res.status === 404 || res.body.status === "deleted", JSON.stringify(res.body)).toBe(true);
+      }
+      expect(vmmPids(boxes.keeper)).toEqual([]);
+    },
+    20 * MIN,
+  );
+}
