@@ -23,7 +23,7 @@ export interface ScaleOptions {
   log?: (line: string) => void;
 }
 
-export interface Check {
+interface Check {
   name: string;
   ok: boolean;
   detail: string;
