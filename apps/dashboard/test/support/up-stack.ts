@@ -75,6 +75,7 @@ export async function startUpStack(
       const text = await readFile(path.join(data, log), "utf8").catch(() => "");
       console.error(`${log} (end):\n${text.split("\n").slice(-30).join("\n")}`);
     }
+    await rm(data, { recursive: true, force: true });
     throw err;
   }
   return {
