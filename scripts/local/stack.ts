@@ -282,7 +282,8 @@ export async function startLocalStack(): Promise<{ freshAdmin: boolean; password
     log: path.join(DATA, "api.log"),
   });
   remember("api", apiProc.pid);
-  await waitFor("the control plane", async () => (await fetch(`${API_URL}/healthz`)).ok, 60_000);
+  // Its start (tsx, then PGlite's migrations) took 36 s on a 2-core machine at load 22.
+  await waitFor("the control plane", async () => (await fetch(`${API_URL}/healthz`)).ok, 180_000);
 
   const cookie = await adminSession(secrets);
   const server = await ensureServer(secrets, cookie);
@@ -312,7 +313,7 @@ export async function startLocalStack(): Promise<{ freshAdmin: boolean; password
     },
   );
   remember("agent", agent.pid);
-  await waitFor("the agent", async () => (await fetch(`http://127.0.0.1:${PORTS.agent}/health`)).ok, 60_000);
+  await waitFor("the agent", async () => (await fetch(`http://127.0.0.1:${PORTS.agent}/health`)).ok, 180_000);
   await ensureGolden(secrets, "minimal");
   await waitForHeartbeat(cookie, agentStarted);
   return { freshAdmin: fresh, password: secrets.adminPassword };

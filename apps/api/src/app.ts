@@ -16,8 +16,9 @@ import type { Logger } from "pino";
 import { recoverInterruptedPlays } from "./ansible/recovery.ts";
 import { PlayRunner } from "./ansible/runner.ts";
 import { ensureSshKey } from "./ansible/ssh-key.ts";
-import { logNotifier, type WalletNotifier } from "./billing/funds.ts";
+import type { WalletNotifier } from "./billing/funds.ts";
 import { startBilling } from "./billing/loop.ts";
+import { walletNotifierFor } from "./billing/mail.ts";
 import { seedPrices } from "./billing/prices.ts";
 import { stripeClient } from "./billing/stripe.ts";
 import type { ApiConfig } from "./config.ts";
@@ -122,7 +123,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     gitCredentials: deps.gitCredentials ?? noGitCredentials,
     streamSlots: new StreamSlots(config.streamsPerUser),
     boxCreates: new RateWindow(deps.database.db, "box-create", config.boxCreatesPerMinute, 60_000),
-    walletNotifier: deps.walletNotifier ?? logNotifier({ log: deps.logger }),
+    walletNotifier: deps.walletNotifier ?? walletNotifierFor(config, deps.logger),
     stripe: stripeClient(config),
   };
 

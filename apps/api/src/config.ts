@@ -92,6 +92,16 @@ export const ApiConfig = z.strictObject({
       protocol: z.enum(["http", "https"]),
     })
     .optional(),
+  /**
+   * Wallet notices by email (low balance, empty wallet, failed top-up) through this SMTP
+   * server, e.g. smtp://user:pass@mail.example.com:587 (STARTTLS when offered) or smtps://…
+   * Off unless both are set: the notices then go to the log only.
+   */
+  smtpUrl: z
+    .string()
+    .regex(/^smtps?:\/\//)
+    .optional(),
+  mailFrom: z.string().min(3).max(200).optional(),
   topUpMin: z.coerce.number().int().positive().default(500),
   topUpMax: z.coerce.number().int().positive().default(100_000),
   /** The GitHub App (sign-in, installations, tokens for boxes); GitHub is off when unset. */
@@ -117,6 +127,8 @@ const ENV_KEYS: Record<string, keyof ApiConfig> = {
   DOPPIO_IDLE_TIMEOUT_DEFAULT_MINUTES: "idleTimeoutDefaultMinutes",
   DOPPIO_STRIPE_SECRET_KEY: "stripeSecretKey",
   DOPPIO_STRIPE_WEBHOOK_SECRET: "stripeWebhookSecret",
+  DOPPIO_SMTP_URL: "smtpUrl",
+  DOPPIO_MAIL_FROM: "mailFrom",
   DOPPIO_ANSIBLE_DIR: "ansibleDir",
   DOPPIO_AGENT_BUNDLE: "agentBundle",
 };

@@ -56,6 +56,7 @@ describeOnEachDb("wallet warnings, stop at zero, 402", (env) => {
       async walletWarning(user, event) {
         warned.push({ email: user.email, state: event.state });
       },
+      async topUpFailed() {},
     };
     env().cp.ctx.walletNotifier = notifier;
 
@@ -136,5 +137,43 @@ describeOnEachDb("wallet warnings, stop at zero, 402", (env) => {
     ).toBe(201);
     expect((await wallet(user)).low).toBe(false);
     expect((await user.post("/api/v1/boxes/fund-a/start")).status).toBe(202);
+  });
+});
+
+describeOnEachDb("a box starting when the wallet runs out", (env) => {
+  it("is stopped as soon as its start finishes, not at the next billing pass", async () => {
+    const admin = await env().admin();
+    const agent = await registerServer(admin, "bill-02");
+    expect((await agent.post("/agent/v1/heartbeat", heartbeat())).status).toBe(200);
+    // The periodic pass runs every settleIntervalMs (2 minutes here): only the state-change
+    // listener can act within this test.
+    env().cp.startBilling();
+    const user = await signedInClient(env().url, "starting");
+    const { email } = await me(user);
+    expect((await user.post("/api/v1/boxes", { template: "minimal", name: "start-a" })).status).toBe(202);
+    await finishNextJob(agent);
+    expect((await user.post("/api/v1/boxes/start-a/stop")).status).toBe(202);
+    expect(await finishNextJob(agent)).toMatchObject({ action: "stop", slug: "start-a" });
+    expect((await user.post("/api/v1/boxes/start-a/start")).status).toBe(202);
+    expect((await user.get("/api/v1/boxes/start-a")).body.status).toBe("starting");
+
+    // The wallet runs out while the start job is under way: a starting box cannot be stopped.
+    const balance = (await wallet(user)).balance;
+    expect(
+      (await admin.post("/api/v1/billing/adjustments", { email, amount: -balance, memo: "spent" })).status,
+    ).toBe(201);
+    expect((await user.get("/api/v1/boxes/start-a")).body.status).toBe("starting");
+
+    // The start finishes: the box is stopped at once through the ordinary stop job.
+    expect(await finishNextJob(agent)).toMatchObject({ action: "start", slug: "start-a" });
+    let status = "";
+    for (let i = 0; i < 200 && status !== "stopping"; i++) {
+      status = (await user.get("/api/v1/boxes/start-a")).body.status;
+      if (status !== "stopping") await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(status).toBe("stopping");
+    expect(await finishNextJob(agent)).toMatchObject({ action: "stop", slug: "start-a" });
+    expect((await user.get("/api/v1/boxes/start-a")).body.status).toBe("stopped");
+    expect((await user.post("/api/v1/boxes/start-a/start")).status).toBe(402);
   });
 });

@@ -1,5 +1,8 @@
+import { eq } from "drizzle-orm";
 import Stripe from "stripe";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FailedTopUp } from "../src/billing/funds.ts";
+import { topUps } from "../src/db/schema.ts";
 import { me, wallet } from "./support/billing.ts";
 import { signedInClient, type TestClient } from "./support/client.ts";
 import {
@@ -211,6 +214,87 @@ for (const kind of DB_KINDS) {
         ["topup", 3000],
         ["trial", 2000],
       ]);
+    });
+
+    // A delayed payment method: Checkout completes with payment_status "unpaid", and the money
+    // comes (or not) with checkout.session.async_payment_succeeded (or _failed), whose object is
+    // the same Checkout Session, now "paid" (https://docs.stripe.com/checkout/fulfillment).
+    const statusOf = async (sessionId: string) =>
+      (await env.cp.ctx.db.select().from(topUps).where(eq(topUps.sessionId, sessionId)))[0]?.status;
+    const pending = (session: Parameters<typeof completed>[0], pi: string) => ({
+      ...completed(session, pi),
+      payment_status: "unpaid",
+    });
+
+    it("credits a delayed payment when async_payment_succeeded comes, once, in any order", async () => {
+      const user = await signedInClient(env.url, "delayed");
+      const session = await topUp(user, 1200);
+      const pi = `pi_delayed_${process.pid}_${kind}`;
+      expect((await signed(event("checkout.session.completed", pending(session, pi)))).status).toBe(200);
+      expect((await wallet(user)).balance).toBe(2000);
+      expect(await statusOf(session.id)).toBe("processing");
+      const succeeded = event("checkout.session.async_payment_succeeded", completed(session, pi));
+      expect((await signed(succeeded)).status).toBe(200);
+      expect((await wallet(user)).balance).toBe(3200);
+      expect(await statusOf(session.id)).toBe("paid");
+      // A replay, and the same outcome as another event: credited once.
+      expect((await signed(succeeded)).status).toBe(200);
+      expect((await signed({ ...succeeded, id: evtId() })).status).toBe(200);
+      expect((await signed(event("checkout.session.completed", completed(session, pi)))).status).toBe(200);
+      expect((await wallet(user)).balance).toBe(3200);
+
+      // Out of order: the success arrives before Checkout's completion (unpaid), which then
+      // changes nothing; an unpaid "success" forged onto someone else's session credits nothing.
+      const early = await topUp(user, 800);
+      const pi2 = `${pi}_early`;
+      expect(
+        (await signed(event("checkout.session.async_payment_succeeded", completed(early, pi2)))).status,
+      ).toBe(200);
+      expect((await signed(event("checkout.session.completed", pending(early, pi2)))).status).toBe(200);
+      expect(await statusOf(early.id)).toBe("paid");
+      expect((await wallet(user)).balance).toBe(4000);
+      const other = await signedInClient(env.url, "delayed-other");
+      const theirs = await topUp(other, 900);
+      const forged = { ...pending(theirs, "pi_forged"), client_reference_id: (await me(user)).id };
+      expect((await signed(event("checkout.session.async_payment_succeeded", forged))).status).toBe(200);
+      expect((await wallet(user)).balance).toBe(4000);
+      expect((await wallet(other)).balance).toBe(2000);
+      const topups = (await user.get("/api/v1/billing/ledger?kind=topup")).body.entries;
+      expect(topups.map((e: { amount: number }) => e.amount)).toEqual([800, 1200]);
+    });
+
+    it("credits nothing for async_payment_failed, records it, and tells the owner once", async () => {
+      const told: Array<{ email: string } & FailedTopUp> = [];
+      const notifier = env.cp.ctx.walletNotifier;
+      env.cp.ctx.walletNotifier = {
+        walletWarning: notifier.walletWarning,
+        async topUpFailed(user, topUp) {
+          told.push({ email: user.email, ...topUp });
+        },
+      };
+      try {
+        const user = await signedInClient(env.url, "bounced");
+        const { email } = await me(user);
+        const session = await topUp(user, 1500);
+        const pi = `pi_failed_${process.pid}_${kind}`;
+        expect((await signed(event("checkout.session.completed", pending(session, pi)))).status).toBe(200);
+        const failed = event("checkout.session.async_payment_failed", pending(session, pi));
+        expect((await signed(failed)).status).toBe(200);
+        expect((await signed(failed)).status).toBe(200);
+        expect((await signed({ ...failed, id: evtId() })).status).toBe(200);
+        expect((await wallet(user)).balance).toBe(2000);
+        expect(await statusOf(session.id)).toBe("failed");
+        expect(told).toEqual([{ email, sessionId: session.id, amount: 1500, currency: "EUR" }]);
+        // Someone else's session named in a failure: not ours to record or announce.
+        const other = await signedInClient(env.url, "bounced-other");
+        const theirs = await topUp(other, 700);
+        const forged = { ...pending(theirs, "pi_x2"), client_reference_id: (await me(user)).id };
+        expect((await signed(event("checkout.session.async_payment_failed", forged))).status).toBe(200);
+        expect(await statusOf(theirs.id)).toBe("open");
+        expect(told).toHaveLength(1);
+      } finally {
+        env.cp.ctx.walletNotifier = notifier;
+      }
     });
   });
 }

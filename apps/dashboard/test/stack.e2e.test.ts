@@ -6,10 +6,7 @@
  * the admin builds the `code` template from the Servers page, and in a code box's VS Code
  * terminal git's credential helper reaches the host's metadata service.
  */
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { request } from "node:http";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -17,53 +14,21 @@ import { Host } from "../../../scripts/scale/host.ts";
 import { runScaleTest } from "../../../scripts/scale/run.ts";
 import { signedInClient, TestClient } from "../../api/test/support/client.ts";
 import { buildCli, cliHome } from "../../cli/test/support/cli.ts";
-import { hasChromium, launchBrowser, type TestBrowser } from "./support/browser.ts";
+import { launchBrowser, type TestBrowser } from "./support/browser.ts";
+import { startUpStack, type UpStack, upStackMissing, viaEdge } from "./support/up-stack.ts";
 
 const EMAIL = `e2e-${process.pid}@example.com`;
 const PASSWORD = "correct horse battery staple";
 const ROOT = path.resolve(import.meta.dirname, "../../..");
 const SHOTS = path.join(ROOT, "test-artifacts/e2e");
-const isRoot = process.getuid?.() === 0;
-const missing = [
-  !hasChromium && "/usr/bin/chromium (apt-get install chromium)",
-  !isRoot && "root (the agent builds images and runs QEMU)",
-].filter(Boolean);
+const missing = upStackMissing();
 if (missing.length) console.warn(`SKIPPING the make-up end-to-end test: needs ${missing.join(" and ")}`);
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-/** GET through the local edge (Caddy) with a box's Host header (fetch cannot set Host). */
-function viaEdge(host: string, urlPath = "/"): Promise<{ status: number; body: string }> {
-  const port = Number(process.env.DOPPIO_UP_EDGE_PORT);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: "127.0.0.1", port, path: urlPath, headers: { host: `${host}:${port}` } },
-      (res) => {
-        let body = "";
-        res.on("data", (d) => {
-          body += d;
-        });
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-      },
-    );
-    req.on("error", reject);
-    req.end();
-  });
-}
-
 describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
+  let up: UpStack;
   let data: string;
-  let stack: typeof import("../../../scripts/local/stack.ts");
-  let settings: typeof import("../../../scripts/local/settings.ts");
+  let stack: UpStack["stack"];
+  let settings: UpStack["settings"];
   let browser: TestBrowser;
   let page: Page;
   let adminPassword: string;
@@ -83,17 +48,8 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
     });
 
   beforeAll(async () => {
-    data = await mkdtemp(path.join(tmpdir(), "doppio-up-"));
-    // The stack reads where to live and which ports to use when it is first imported.
-    process.env.DOPPIO_UP_DATA = data;
-    process.env.DOPPIO_UP_API_PORT = String(await freePort());
-    process.env.DOPPIO_UP_EDGE_PORT = String(await freePort());
-    process.env.DOPPIO_UP_CADDY_ADMIN_PORT = String(await freePort());
-    process.env.DOPPIO_UP_AGENT_PORT = String(await freePort());
-    process.env.DOPPIO_UP_METADATA_PORT = String(await freePort());
-    settings = await import("../../../scripts/local/settings.ts");
-    stack = await import("../../../scripts/local/stack.ts");
-    adminPassword = (await stack.startLocalStack()).password;
+    up = await startUpStack();
+    ({ data, settings, stack, adminPassword } = up);
     await rm(SHOTS, { recursive: true, force: true });
     await mkdir(SHOTS, { recursive: true });
     browser = await launchBrowser(settings.API_URL);
@@ -102,8 +58,7 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
 
   afterAll(async () => {
     await browser?.close();
-    await stack?.stopLocalStack();
-    if (data) await rm(data, { recursive: true, force: true });
+    await up?.close();
   }, 120_000);
 
   it("signs up, creates a box, opens its site and VS Code, stops, starts and deletes it", async () => {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { BoxSize, type BoxStatus } from "./box.ts";
+import { BOX_STATUSES, BoxSize, type BoxStatus } from "./box.ts";
 
 /**
  * Money is an integer number of minor units (cents) of the one configured currency, never a
@@ -21,6 +21,14 @@ export const LEDGER_KINDS = [
   "dispute", // debit back of a disputed card payment
 ] as const;
 export type LedgerKind = (typeof LEDGER_KINDS)[number];
+
+/**
+ * Where a card top-up stands: `open` (Checkout Session made, not paid), `processing` (the
+ * customer finished Checkout with a delayed payment method; no money yet), `paid` (credited),
+ * `failed` (the delayed payment failed; nothing credited).
+ */
+export const TOP_UP_STATUSES = ["open", "processing", "paid", "failed"] as const;
+export type TopUpStatus = (typeof TOP_UP_STATUSES)[number];
 
 /** Statuses in which a box's VM runs (compute is billed) and in which its disk exists (storage). */
 const COMPUTE: readonly BoxStatus[] = ["starting", "running", "stopping", "resetting", "hibernating"];
@@ -84,7 +92,7 @@ export const LedgerPage = z.object({ entries: z.array(LedgerEntry) });
 export const BoxCost = z.object({
   slug: z.string(),
   size: BoxSize,
-  status: z.string(),
+  status: z.enum(BOX_STATUSES),
   /** Settled so far this calendar month (UTC), in minor units. */
   compute: Money,
   storage: Money,

@@ -8,14 +8,27 @@ import { performAction } from "../services/boxes.ts";
 import { principalForUser } from "../services/users.ts";
 import { balanceOf } from "./ledger.ts";
 
-/** How the owner of a wallet is told it runs low or ran out (an email in production). */
-export interface WalletNotifier {
-  walletWarning(user: { id: string; email: string }, event: WalletEvent): Promise<void>;
+/** A card top-up whose delayed payment failed: nothing was credited. */
+export interface FailedTopUp {
+  sessionId: string;
+  amount: number;
+  currency: string;
 }
-/** The default: the warning goes to the log (no mail transport is configured). */
+
+/** How the owner of a wallet is told about it (an email in production). */
+export interface WalletNotifier {
+  /** The balance ran low or ran out. */
+  walletWarning(user: { id: string; email: string }, event: WalletEvent): Promise<void>;
+  /** A top-up paid with a delayed method (a bank debit) failed after Checkout. */
+  topUpFailed(user: { id: string; email: string }, topUp: FailedTopUp): Promise<void>;
+}
+/** The default: the notices go to the log (no mail transport is configured). */
 export const logNotifier = (ctx: Pick<Ctx, "log">): WalletNotifier => ({
   async walletWarning(user, event) {
     ctx.log.warn({ user: user.id, balance: event.balance, state: event.state }, "wallet warning");
+  },
+  async topUpFailed(user, topUp) {
+    ctx.log.warn({ user: user.id, ...topUp }, "top-up payment failed");
   },
 });
 
@@ -75,7 +88,21 @@ export async function reactToBalance(ctx: Ctx, userId: string, balance: number):
   if (state === "empty") await stopRunningBoxes(ctx, userId);
 }
 
-/** Stops every box of the user that can be stopped, with the same job a user's stop queues. */
+/**
+ * After a box's state changed: a box that came up (a start, a create or a wake that was
+ * under way when the wallet ran out) is stopped at once if its owner's wallet is empty,
+ * whether or not this change settled anything.
+ */
+export async function reactToBoxChange(ctx: Ctx, userId: string, status: string): Promise<void> {
+  if (status !== "running") return;
+  const balance = await balanceOf(ctx.db, userId);
+  if (walletState(ctx, balance) === "empty") await stopRunningBoxes(ctx, userId);
+}
+
+/**
+ * Stops every running box of the user with the same job a user's stop queues. A box still
+ * starting cannot be stopped yet; it is stopped when it reaches running (reactToBoxChange).
+ */
 async function stopRunningBoxes(ctx: Ctx, userId: string): Promise<void> {
   const owned = await ctx.db
     .select({ slug: boxes.slug, status: boxes.status, teamId: boxes.teamId })

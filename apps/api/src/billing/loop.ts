@@ -2,7 +2,7 @@ import { and, desc, eq } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { boxes } from "../db/schema.ts";
 import { runExclusive } from "../services/periodic.ts";
-import { reactToBalance } from "./funds.ts";
+import { reactToBalance, reactToBoxChange } from "./funds.ts";
 import { issueInvoices } from "./invoices.ts";
 import { inconsistentWallets } from "./ledger.ts";
 import { boxesToSettle, settleBox } from "./settle.ts";
@@ -50,12 +50,14 @@ export function startBilling(ctx: Ctx): () => void {
   const off = ctx.bus.onBoxChange((teamId, slug) => {
     void (async () => {
       const [box] = await ctx.db
-        .select({ id: boxes.id })
+        .select({ id: boxes.id, ownerId: boxes.ownerId, status: boxes.status })
         .from(boxes)
         .where(and(eq(boxes.teamId, teamId), eq(boxes.slug, slug)))
         .orderBy(desc(boxes.createdAt))
         .limit(1);
-      if (box) await settleAndReact(ctx, box.id);
+      if (!box) return;
+      await settleAndReact(ctx, box.id);
+      await reactToBoxChange(ctx, box.ownerId, box.status);
     })().catch((err: unknown) => ctx.log.error({ err, slug }, "settlement at state change failed"));
   });
   return () => {

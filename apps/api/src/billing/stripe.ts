@@ -1,12 +1,12 @@
-import { eq, like, sql } from "drizzle-orm";
+import { and, eq, inArray, like, sql } from "drizzle-orm";
 import Stripe from "stripe";
 import type { ApiConfig } from "../config.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
-import { ledgerEntries, stripeEvents, topUps } from "../db/schema.ts";
+import { ledgerEntries, stripeEvents, topUps, users } from "../db/schema.ts";
 import { AppError } from "../errors.ts";
 import type { Principal } from "../services/users.ts";
-import { reactToBalance } from "./funds.ts";
+import { type FailedTopUp, reactToBalance } from "./funds.ts";
 import { appendEntry } from "./ledger.ts";
 
 /** The Stripe client when card top-ups are configured (secret key and webhook secret), else null. */
@@ -105,7 +105,7 @@ export async function handleStripeWebhook(ctx: Ctx, rawBody: Buffer, signature: 
     throw new AppError("bad_request", "webhook signature verification failed", undefined, { cause: err });
   }
   const now = ctx.clock.now();
-  const moved = await ctx.db.transaction(async (tx) => {
+  const outcome = await ctx.db.transaction(async (tx): Promise<Outcome> => {
     const [fresh] = await tx
       .insert(stripeEvents)
       .values({ id: event.id, type: event.type, receivedAt: now })
@@ -113,8 +113,14 @@ export async function handleStripeWebhook(ctx: Ctx, rawBody: Buffer, signature: 
       .returning();
     if (!fresh) return null; // a replay
     switch (event.type) {
+      // Delayed payment methods (bank debits) complete Checkout unpaid and are paid, or fail,
+      // later: https://docs.stripe.com/checkout/fulfillment. Either paid event credits the
+      // session once (its ledger key), whichever comes first.
       case "checkout.session.completed":
+      case "checkout.session.async_payment_succeeded":
         return creditCheckout(tx, event.data.object, event.id, now);
+      case "checkout.session.async_payment_failed":
+        return failCheckout(tx, event.data.object);
       case "charge.refunded":
         return debitRefund(tx, event.data.object, event.id, now);
       case "charge.dispute.created":
@@ -123,26 +129,77 @@ export async function handleStripeWebhook(ctx: Ctx, rawBody: Buffer, signature: 
         return null;
     }
   });
-  if (moved) await reactToBalance(ctx, moved.userId, moved.balance);
+  if (outcome && "balance" in outcome) await reactToBalance(ctx, outcome.userId, outcome.balance);
+  if (outcome && "failed" in outcome) await notifyFailed(ctx, outcome.userId, outcome.failed);
   return { received: true };
 }
 
 type Moved = { userId: string; balance: number } | null;
+type Outcome = Moved | { userId: string; failed: FailedTopUp };
 
+/** A session this control plane made, for the account it names, locked; else null. */
+async function ourSession(tx: Db, session: Stripe.Checkout.Session) {
+  const [topUp] = await tx.select().from(topUps).where(eq(topUps.sessionId, session.id)).for("update");
+  if (!topUp || session.client_reference_id !== topUp.userId) return null;
+  return topUp;
+}
+
+/**
+ * A delayed payment failed: nothing is credited, the top-up is recorded as failed (unless a
+ * paid event already credited it: Stripe sends one outcome per session) and its owner told.
+ */
+async function failCheckout(tx: Db, session: Stripe.Checkout.Session): Promise<Outcome> {
+  const topUp = await ourSession(tx, session);
+  if (!topUp) return null;
+  const [failed] = await tx
+    .update(topUps)
+    .set({ status: "failed", paymentIntent: idOf(session.payment_intent) ?? topUp.paymentIntent })
+    .where(and(eq(topUps.sessionId, session.id), inArray(topUps.status, ["open", "processing"])))
+    .returning();
+  if (!failed) return null;
+  return {
+    userId: topUp.userId,
+    failed: { sessionId: topUp.sessionId, amount: topUp.amount, currency: topUp.currency },
+  };
+}
+
+async function notifyFailed(ctx: Ctx, userId: string, failed: FailedTopUp): Promise<void> {
+  ctx.log.warn({ user: userId, ...failed }, "top-up payment failed; nothing credited");
+  const [user] = await ctx.db
+    .select({ id: users.id, email: users.email })
+    .from(users)
+    .where(eq(users.id, userId));
+  if (!user) return;
+  await ctx.walletNotifier
+    .topUpFailed(user, failed)
+    .catch((err: unknown) => ctx.log.error({ err, user: userId }, "wallet notifier failed"));
+}
+
+/**
+ * Credits a paid session once. A session completed unpaid (a delayed payment method) is
+ * only marked processing: its money comes, or not, with a later async_payment event.
+ */
 async function creditCheckout(
   tx: Db,
   session: Stripe.Checkout.Session,
   eventId: string,
   at: Date,
 ): Promise<Moved> {
-  if (session.payment_status !== "paid" || session.amount_total === null) return null;
-  const [topUp] = await tx.select().from(topUps).where(eq(topUps.sessionId, session.id)).for("update");
   // Not a session this control plane made for this user: nothing to credit.
-  if (!topUp || session.client_reference_id !== topUp.userId) return null;
-  if ((session.currency ?? "").toUpperCase() !== topUp.currency) return null;
+  const topUp = await ourSession(tx, session);
+  if (!topUp || (session.currency ?? "").toUpperCase() !== topUp.currency) return null;
+  if (session.payment_status !== "paid" || session.amount_total === null) {
+    if (session.payment_status === "unpaid" && session.status === "complete") {
+      await tx
+        .update(topUps)
+        .set({ status: "processing", paymentIntent: idOf(session.payment_intent) })
+        .where(and(eq(topUps.sessionId, session.id), eq(topUps.status, "open")));
+    }
+    return null;
+  }
   await tx
     .update(topUps)
-    .set({ paymentIntent: idOf(session.payment_intent) })
+    .set({ status: "paid", paymentIntent: idOf(session.payment_intent) })
     .where(eq(topUps.sessionId, session.id));
   const result = await appendEntry(tx, {
     userId: topUp.userId,

@@ -11,6 +11,7 @@ import {
   type PlayCounters,
   SERVER_STATUSES,
   TASK_STATUSES,
+  TOP_UP_STATUSES,
 } from "@doppio/contracts";
 import { sql } from "drizzle-orm";
 import {
@@ -445,6 +446,7 @@ export const topUps = pgTable(
     amount: bigint("amount", { mode: "number" }).notNull(),
     currency: text("currency").notNull(),
     paymentIntent: text("payment_intent"),
+    status: text("status", { enum: TOP_UP_STATUSES }).notNull().default("open"),
     createdAt: createdAt(),
   },
   (t) => [index("top_ups_payment_intent_idx").on(t.paymentIntent)],

@@ -54,6 +54,8 @@ export function useLiveEvents(enabled: boolean): LiveState {
       source.addEventListener("box", (e) => {
         const box = parseEvent(events.box, e);
         if (box) putBox(qc, box);
+        // A box's state sets what it costs per hour now.
+        if (box) void qc.invalidateQueries({ queryKey: keys.wallet });
       });
       source.addEventListener("job", (e) => {
         const job = parseEvent(events.job, e);

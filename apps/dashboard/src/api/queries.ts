@@ -1,4 +1,4 @@
-import type { LedgerKind } from "@doppio/contracts";
+import { billedMeters, type LedgerKind } from "@doppio/contracts";
 import { useQuery } from "@tanstack/react-query";
 import { ApiError, call } from "./client.ts";
 import { keys } from "./keys.ts";
@@ -62,8 +62,21 @@ export function useServers() {
 }
 
 /** The wallet ticks as boxes run; refetched every minute and on every `wallet` event. */
+/** How often the wallet is read again while one of the user's boxes is billed for compute. */
+const WALLET_LIVE_MS = 10_000;
+
+/**
+ * The wallet; read again every WALLET_LIVE_MS while a box runs (its cost moves with each
+ * settlement), else every minute. Crossing the warning threshold or zero comes at once
+ * over the event stream (events.ts).
+ */
 export function useWallet() {
-  return useQuery({ queryKey: keys.wallet, queryFn: () => call("getWallet", {}), refetchInterval: 60_000 });
+  return useQuery({
+    queryKey: keys.wallet,
+    queryFn: () => call("getWallet", {}),
+    refetchInterval: (q) =>
+      q.state.data?.boxes.some((b) => billedMeters(b.status).compute) ? WALLET_LIVE_MS : 60_000,
+  });
 }
 
 export function useLedger(kind: LedgerKind | "") {

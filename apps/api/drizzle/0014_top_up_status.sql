@@ -1,0 +1,1 @@
+ALTER TABLE "top_ups" ADD COLUMN "status" text DEFAULT 'open' NOT NULL;
