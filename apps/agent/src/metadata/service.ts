@@ -46,6 +46,9 @@ export async function buildMetadataService(d: MetadataServiceDeps): Promise<Fast
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
+    // Parked guests hold long-polls; a guest that died never closes its end, so closing the
+    // service must not wait for its connections.
+    forceCloseConnections: true,
   });
   app.setErrorHandler((err, _req, reply) => {
     log.error({ err }, "metadata service error");

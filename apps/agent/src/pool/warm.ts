@@ -47,7 +47,10 @@ export class WarmPool {
   readonly #log: Logger;
   #targets: Record<string, number>;
   /** Identities handed over but maybe not yet fetched, and the guests waiting for theirs. */
-  readonly #mail = new Map<string, { meta: BoxMetadata | null; waiters: Set<(m: BoxMetadata) => void> }>();
+  readonly #mail = new Map<
+    string,
+    { meta: BoxMetadata | null; waiters: Set<(m: BoxMetadata | null) => void> }
+  >();
   #fill: Promise<void> | null = null;
   #again = false;
   #closed = false;
@@ -168,7 +171,7 @@ export class WarmPool {
         entry.waiters.delete(waiter);
         resolve(m);
       };
-      const waiter = (m: BoxMetadata) => done(m);
+      const waiter = (m: BoxMetadata | null) => done(m);
       const timer = setTimeout(() => done(null), ms);
       entry.waiters.add(waiter);
       signal?.addEventListener("abort", () => done(null), { once: true });
@@ -193,7 +196,8 @@ export class WarmPool {
 
   async close(): Promise<void> {
     this.#closed = true;
-    for (const entry of this.#mail.values()) entry.waiters.clear();
+    // Parked guests waiting now get their 204 at once (and ask the next agent).
+    for (const entry of this.#mail.values()) for (const w of [...entry.waiters]) w(null);
     await this.idle();
   }
 

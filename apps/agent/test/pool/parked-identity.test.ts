@@ -14,7 +14,7 @@ import { BoxStore } from "../../src/store/boxes.ts";
 import { type Db, openStore } from "../../src/store/db.ts";
 import { IpPool } from "../../src/store/ip-pool.ts";
 import type { BoxMetadata, StepReporter, Upstream } from "../../src/vmm/executor.ts";
-import { testConfig } from "../support/agent-harness.ts";
+import { testConfig, waitFor } from "../support/agent-harness.ts";
 import { FakeExecutor } from "../support/fake-executor.ts";
 
 /** The fake host with the one method a backend needs for a warm pool (the QEMU one is tested on real guests). */
@@ -64,6 +64,8 @@ describe("parked clones at the metadata service", () => {
   let base = "";
   let strictBase = "";
   const tokens = new Map<string, string>();
+  /** Guests whose wait reached the pool (so a test knows both are waiting before it claims). */
+  let waits = 0;
 
   const poll = (url: string, token: string) =>
     fetch(`${url}/v1/parked/identity`, { headers: { authorization: `Bearer ${token}` } });
@@ -118,7 +120,13 @@ describe("parked clones at the metadata service", () => {
     const deps = {
       boxes,
       credentials: { get: async () => ({ unavailable: "none" }) },
-      pool,
+      pool: {
+        byToken: (sha: string) => pool.byToken(sha),
+        waitForIdentity: (slug: string, ms: number, signal?: AbortSignal) => {
+          waits++;
+          return pool.waitForIdentity(slug, ms, signal);
+        },
+      },
       identityPollMs: 300,
       log,
     };
@@ -167,8 +175,10 @@ describe("parked clones at the metadata service", () => {
   });
 
   it("a claimed clone gets exactly its box's identity; the other clone never sees it", async () => {
+    const before = waits;
     const waiting = poll(base, tokens.get("pool-aaaaaaaaaa")!);
     const other = poll(base, tokens.get("pool-bbbbbbbbbb")!);
+    await waitFor("both clones waiting", () => waits === before + 2, 5_000, 5);
     const claimed = pool.claim("minimal", 10, "alpha");
     expect(claimed?.slug).toBe("pool-aaaaaaaaaa");
     pool.deliver(claimed!.slug, identity("alpha", 2));
