@@ -54,6 +54,9 @@ export class WarmPool {
   #fill: Promise<void> | null = null;
   #again = false;
   #closed = false;
+  /** After a failed fill: the next try (doubling from 5 s to 5 min), so a busy host does not end the pool. */
+  #retry: NodeJS.Timeout | null = null;
+  #retryMs = 5_000;
 
   constructor(d: WarmPoolDeps) {
     this.#d = d;
@@ -196,6 +199,7 @@ export class WarmPool {
 
   async close(): Promise<void> {
     this.#closed = true;
+    if (this.#retry) clearTimeout(this.#retry);
     // Parked guests waiting now get their 204 at once (and ask the next agent).
     for (const entry of this.#mail.values()) for (const w of [...entry.waiters]) w(null);
     await this.idle();
@@ -211,9 +215,23 @@ export class WarmPool {
         if (c.ready + c.filling >= target) break;
         const golden = await this.#d.executor.goldenStatus(t.name);
         if (golden.status !== "ready") break;
-        if (!(await this.#makeOne(t, diskGb))) break;
+        if (!(await this.#makeOne(t, diskGb))) {
+          this.#retryLater();
+          break;
+        }
+        this.#retryMs = 5_000;
       }
     }
+  }
+
+  #retryLater(): void {
+    if (this.#retry || this.#closed) return;
+    this.#retry = setTimeout(() => {
+      this.#retry = null;
+      this.refill();
+    }, this.#retryMs);
+    this.#retry.unref();
+    this.#retryMs = Math.min(this.#retryMs * 2, 300_000);
   }
 
   async #makeOne(t: AgentConfig["templates"][number], diskGb: number): Promise<boolean> {

@@ -37,6 +37,8 @@ export async function startPoolAgent(
   dataDir: string,
   imageVersion: string,
   size: number,
+  /** The pool's data-volume size (the default box size's unless given). */
+  diskGb: number = BOX_SIZES.small.diskGb,
 ): Promise<PoolAgent> {
   const log = pino({ level: process.env.DOPPIO_TEST_LOG ?? "silent" });
   const network = new LinuxHostNetwork({
@@ -55,7 +57,7 @@ export async function startPoolAgent(
     goldenNet: GOLDEN_NET,
     accel: "auto",
     accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
-    volumeSizesGb: [BOX_SIZES.small.diskGb],
+    volumeSizesGb: [...new Set([BOX_SIZES.small.diskGb, diskGb])],
     log,
   });
   const config = testConfig({
@@ -63,7 +65,7 @@ export async function startPoolAgent(
     serverToken: cp.agentToken,
     dataDir,
     templates: [{ name: "minimal", version: "1", readyPorts: [8000, 8888], memoryMb: 256, vcpu: 1 }],
-    warmPool: { sizes: { minimal: size } },
+    warmPool: { sizes: { minimal: size }, diskGb },
   });
   const agent = await buildAgent(config, {
     executor,
