@@ -1,7 +1,7 @@
 import type { Db } from "../store/db.ts";
 import type { IpPool } from "../store/ip-pool.ts";
 
-export type ParkedState = "filling" | "ready" | "claimed";
+type ParkedState = "filling" | "ready" | "claimed";
 
 /** One clone of the warm pool: restored from the golden under a pool slug, belonging to no box. */
 export interface ParkedVm {

@@ -10,7 +10,7 @@ import type { BoxMetadata, Executor, StepReporter, VmSpec } from "../vmm/executo
 import type { ParkedStore, ParkedVm } from "./parked.ts";
 
 /** A parked clone's first (and only) boot generation; its claim gives the box the next one. */
-export const PARKED_GENERATION = 1;
+const PARKED_GENERATION = 1;
 /** How long one `GET /v1/parked/identity` waits before answering 204 (the guest asks again). */
 export const IDENTITY_POLL_MS = 20_000;
 

@@ -13,8 +13,8 @@ import { type TestCp, testConfig } from "../support/agent-harness.ts";
 import type { TestNetns } from "../support/netns.ts";
 import { listenInNetns } from "../support/netns-listener.ts";
 
-export const GATEWAY = "10.0.0.1";
-export const METADATA_PORT = 8169;
+const GATEWAY = "10.0.0.1";
+const METADATA_PORT = 8169;
 
 export interface PoolAgent {
   agent: Agent;
