@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { DEFAULT_TEMPLATE, findTemplate } from "@doppio/contracts";
+import { BOX_SIZES, DEFAULT_TEMPLATE, findTemplate } from "@doppio/contracts";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { cidrProblem } from "./cidr.ts";
@@ -96,6 +96,18 @@ export const AgentConfig = z
       .array(Template)
       .min(1)
       .default([Template.parse({ name: DEFAULT_TEMPLATE })]),
+    /**
+     * Warm pool (pool/warm.ts): clones per template kept restored and parked, ready for a
+     * create to claim, each with a `diskGb` data volume (creates of another disk size take
+     * the golden path). The control plane's per-template settings, when it sends them,
+     * replace `sizes`.
+     */
+    warmPool: z
+      .strictObject({
+        sizes: z.record(z.string(), z.number().int().min(0).max(32)).default({}),
+        diskGb: z.number().int().min(1).default(BOX_SIZES.small.diskGb),
+      })
+      .prefault({}),
     /** What the host offers boxes; measured from the OS when unset. */
     capacity: z
       .strictObject({

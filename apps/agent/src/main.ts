@@ -32,6 +32,8 @@ import { HeartbeatLoop } from "./loops/heartbeat.ts";
 import { Reconciler } from "./loops/reconcile.ts";
 import { createMetadataListener, type MetadataListener } from "./metadata/listener.ts";
 import { createMetrics, type Metrics } from "./metrics.ts";
+import { ParkedStore } from "./pool/parked.ts";
+import { WarmPool } from "./pool/warm.ts";
 import { BoxStore } from "./store/boxes.ts";
 import { type Db, openStore } from "./store/db.ts";
 import { EdgeAccessStore } from "./store/edge-access.ts";
@@ -76,6 +78,8 @@ export interface Agent {
   api: FastifyInstance;
   /** The metadata service guests call (Git credentials); listens with the API. */
   metadata: MetadataListener;
+  /** Parked clones ahead of demand, per template (pool/warm.ts). */
+  pool: WarmPool;
   /** Ships the boxes' serial logs to the control plane (null if the client cannot). */
   logShipper: LogShipper | null;
   metrics: Metrics;
@@ -172,6 +176,16 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
   const activity = new BoxActivity(() => clock.now().getTime());
   const edge = await buildEdge(config, db, routes, cp, clock, activity, log);
   const images = io.images?.store ?? null;
+  const parked = new ParkedStore(db, ipPool, now);
+  const pool = new WarmPool({
+    config,
+    executor,
+    ipPool,
+    parked,
+    clock,
+    log,
+    report: logOnlyReporter(clock, metrics, log.child({ loop: "warm-pool" })),
+  });
   const handlers: HandlerDeps = {
     config,
     executor,
@@ -181,6 +195,7 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
     routes,
     imageBuilder: io.images?.builder ?? null,
     images,
+    pool,
     clock,
     log,
   };
@@ -193,6 +208,7 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
       ipPool,
       store: jobs,
       cp,
+      pool,
       log: log.child({ loop: "heartbeat" }),
       activity: {
         lastActiveAt: (slug: string) => activity.lastActiveAt(slug),
@@ -227,7 +243,11 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
     concurrency: config.concurrency,
     onEvent: () => deliverer.wake(),
     onFinished: (job) => {
-      if (isTemplateAction(job.action)) heartbeat.wake();
+      if (isTemplateAction(job.action)) {
+        heartbeat.wake();
+        // A golden that became ready can fill the warm pool.
+        pool.refill();
+      }
     },
   });
   const claims = new ClaimLoop({
@@ -247,6 +267,7 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
     log: reconcileLog,
     report: logOnlyReporter(clock, metrics, reconcileLog),
     expected: () => heartbeat.expected?.map((b) => b.slug) ?? null,
+    pool,
     edge: edge?.keeper ?? null,
     intervalMs: config.reconcileIntervalMs,
   });
@@ -286,6 +307,7 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
     log,
     gateway: ipPool.gateway(),
     activity,
+    pool,
   });
 
   let started = false;
@@ -303,6 +325,7 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
     reconciler,
     api,
     metadata,
+    pool,
     logShipper,
     metrics,
     async start(opts = {}) {
@@ -313,6 +336,8 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
         log.warn({ recovered, queued: unfinished.length }, "resuming jobs left unfinished by the last run");
       }
       for (const j of unfinished) runner.enqueue(j);
+      await pool.adopt();
+      pool.refill();
       deliverer.start();
       heartbeat.start();
       logShipper?.start();
@@ -340,6 +365,7 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
         await deliverer.deliverOnce().catch(() => 0);
         await deliverer.stop();
       }
+      await pool.close();
       await api.close();
       await metadata.close();
       edge?.keeper.stop();

@@ -96,6 +96,17 @@ describe("placement", () => {
     expect(sized.ok && sized.server.name).toBe("small");
   });
 
+  it("prefers a server with a ready warm-pool clone of the template over more headroom", () => {
+    const roomy = server({ name: "roomy" });
+    const pooled = server({ name: "pooled", poolReady: 1, used: { vcpu: 4, memoryMb: 8000, diskGb: 50 } });
+    expect(placeBox([roomy, pooled], small, opts)).toMatchObject({ ok: true, server: { name: "pooled" } });
+    // An empty pool counts for nothing; a full server is still refused.
+    const drained = { ...pooled, poolReady: 0 };
+    expect(placeBox([roomy, drained], small, opts)).toMatchObject({ ok: true, server: { name: "roomy" } });
+    const full = { ...pooled, used: { vcpu: 8, memoryMb: 16384, diskGb: 100 } };
+    expect(placeBox([roomy, full], small, opts)).toMatchObject({ ok: true, server: { name: "roomy" } });
+  });
+
   it("places nothing on draining or disabled servers", () => {
     const result = placeBox(
       [server({ name: "draining", status: "draining" }), server({ name: "disabled", status: "disabled" })],

@@ -126,6 +126,19 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
     await page.getByText("No tokens yet.").waitFor();
   });
 
+  it("shows the server's warm pool and lets the admin set its size, which reaches the agent", async () => {
+    await agent.heartbeat({ pool: [{ template: "minimal", target: 2, ready: 1, filling: 1 }] });
+    await page.getByRole("link", { name: "Servers" }).click();
+    const row = page.locator('[data-server="fc-test"] .warm-pool [data-template="minimal"]');
+    await row.waitFor();
+    await expect.poll(async () => row.textContent()).toContain("minimal: 1 ready, 1 filling of 2");
+    const input = row.getByLabel("Warm pool size for minimal on fc-test");
+    await input.fill("3");
+    await row.getByRole("button", { name: "Set" }).click();
+    // Saved: the agent's next heartbeat answer carries the size.
+    await expect.poll(async () => agent.heartbeat()).toMatchObject({ warmPool: { minimal: 3 } });
+  });
+
   it("shows the admin the server with its heartbeat, capacity and golden snapshots", async () => {
     await page.getByRole("link", { name: "Servers" }).click();
     const card = page.locator('[data-server="fc-test"]');

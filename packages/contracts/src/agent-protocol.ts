@@ -200,6 +200,19 @@ export const JobEventsResponse = z.object({ applied: z.number().int(), lastSeq: 
 export const VM_STATES = ["running", "stopped", "hibernated", "exited", "gone"] as const;
 export type VmState = (typeof VM_STATES)[number];
 
+/** One template's warm pool on a host (apps/agent/src/pool/warm.ts). */
+export const WarmPoolState = z.object({
+  template: z.string().max(64),
+  target: z.number().int().nonnegative(),
+  ready: z.number().int().nonnegative(),
+  filling: z.number().int().nonnegative(),
+});
+export type WarmPoolState = z.infer<typeof WarmPoolState>;
+
+/** Warm-pool size per template, as the control plane's server settings say. */
+export const WarmPoolSizes = z.record(z.string().max(64), z.number().int().min(0).max(32));
+export type WarmPoolSizes = z.infer<typeof WarmPoolSizes>;
+
 export const Heartbeat = z.strictObject({
   version: z.string().max(64),
   backend: z.enum(["qemu", "firecracker"]),
@@ -228,6 +241,8 @@ export const Heartbeat = z.strictObject({
   ),
   /** Ids of jobs the agent holds (queued or running): their leases are extended. */
   jobs: z.array(z.string()).max(10_000).default([]),
+  /** The warm pool per template: clones ready to claim and being made, and the size aimed at. */
+  pool: z.array(WarmPoolState).max(256).optional(),
 });
 export type Heartbeat = z.infer<typeof Heartbeat>;
 
@@ -246,6 +261,8 @@ export const HeartbeatResponse = z.object({
   accessPublicKey: z.string(),
   /** Signed-out control-plane sessions (`sid` claims): the edge refuses their box-access cookies. */
   endedSessions: z.array(z.string().max(64)).default([]),
+  /** The server's warm-pool sizes per template; absent: the agent keeps its configured ones. */
+  warmPool: WarmPoolSizes.optional(),
 });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
 

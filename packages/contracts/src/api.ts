@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { WarmPoolSizes } from "./agent-protocol.ts";
 import { BOX_SIZES, Box, BoxSize } from "./box.ts";
 import { Job } from "./job.ts";
 
@@ -159,8 +160,25 @@ export const Server = z.object({
    */
   unreachableSince: z.string().nullable(),
   golden: z.record(z.string(), z.object({ status: z.string(), version: z.string().nullable() })),
+  /**
+   * The warm pool per template: `size` as set here (null: the agent's own configuration
+   * decides), and as the agent last reported: the size it aims at, clones ready to claim
+   * and clones being made.
+   */
+  warmPool: z.array(
+    z.object({
+      template: z.string(),
+      size: z.number().int().nullable(),
+      target: z.number().int(),
+      ready: z.number().int(),
+      filling: z.number().int(),
+    }),
+  ),
 });
 export type Server = z.infer<typeof Server>;
+/** `PATCH /api/v1/servers/:name/warm-pool`: clones per template (0 empties it); templates left out keep theirs. */
+export const SetWarmPoolRequest = z.strictObject({ sizes: WarmPoolSizes });
+export type SetWarmPoolRequest = z.infer<typeof SetWarmPoolRequest>;
 export const RegisteredServer = Server.extend({ agentToken: z.string() });
 
 /** `{box, job}`: what creating a box or acting on one answers (the box as it is now, the job queued). */

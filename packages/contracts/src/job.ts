@@ -96,6 +96,7 @@ export const STEP_NAMES = [
   "snapshot_vm",
   "hibernate_vm",
   "resume_vm",
+  "claim_clone",
 ] as const;
 export type StepName = (typeof STEP_NAMES)[number];
 
@@ -119,6 +120,7 @@ export const STEP_LABELS: Record<StepName, string> = {
   snapshot_vm: "Taking the golden snapshot",
   hibernate_vm: "Saving the box's memory",
   resume_vm: "Resuming from the saved memory",
+  claim_clone: "Taking a ready clone from the warm pool",
 };
 
 export const JobStep = z.object({

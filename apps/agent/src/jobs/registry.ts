@@ -12,6 +12,7 @@ import type { AgentConfig } from "../config.ts";
 import type { BoxRoute } from "../edge/routes.ts";
 import { AgentError } from "../errors.ts";
 import type { ImageStore } from "../images/store.ts";
+import type { WarmPool } from "../pool/warm.ts";
 import type { BoxStore } from "../store/boxes.ts";
 import type { IpPool } from "../store/ip-pool.ts";
 import type { Executor, HostNetwork, StepReporter, TemplateSpec } from "../vmm/executor.ts";
@@ -39,6 +40,8 @@ export interface HandlerDeps {
   imageBuilder: ImageBuilder | null;
   /** Where template images are kept (and which one the golden must be built from). */
   images: ImageStore | null;
+  /** Parked clones a create may claim (pool/warm.ts); absent or null: every create restores. */
+  pool?: WarmPool | null;
   clock: Clock;
   log: Logger;
 }

@@ -8,6 +8,7 @@ import type { AgentConfig } from "../config.ts";
 import type { ControlPlane } from "../control-plane.ts";
 import { goldenStatus } from "../images/golden-status.ts";
 import type { ImageStore } from "../images/store.ts";
+import type { WarmPool } from "../pool/warm.ts";
 import type { IpPool } from "../store/ip-pool.ts";
 import type { JobStore } from "../store/jobs.ts";
 import type { Executor } from "../vmm/executor.ts";
@@ -24,6 +25,8 @@ export interface HeartbeatDeps {
   ipPool: IpPool;
   store: JobStore;
   cp: ControlPlane;
+  /** Its clones are not boxes (left out of the inventory); its state is reported; its sizes come back. */
+  pool?: Pick<WarmPool, "slugs" | "state" | "setTargets"> | null;
   log: Logger;
   /** The edge's record of box use: sampled before each heartbeat, reported per box. */
   activity?: { sample(): Promise<void>; lastActiveAt(slug: string): number | null } | null;
@@ -38,15 +41,18 @@ async function buildHeartbeat(d: HeartbeatDeps): Promise<Heartbeat> {
   await activity
     ?.sample()
     .catch((err: unknown) => d.log.warn({ err }, "sampling open box connections failed"));
-  const vms = (await d.executor.list()).map((v) => {
-    const active = activity?.lastActiveAt(v.slug) ?? null;
-    return {
-      slug: v.slug,
-      state: v.state,
-      ip: ips.get(v.slug) ?? null,
-      ...(active !== null ? { lastActiveAt: new Date(active).toISOString() } : {}),
-    };
-  });
+  const parked = d.pool?.slugs() ?? new Set<string>();
+  const vms = (await d.executor.list())
+    .filter((v) => !parked.has(v.slug))
+    .map((v) => {
+      const active = activity?.lastActiveAt(v.slug) ?? null;
+      return {
+        slug: v.slug,
+        state: v.state,
+        ip: ips.get(v.slug) ?? null,
+        ...(active !== null ? { lastActiveAt: new Date(active).toISOString() } : {}),
+      };
+    });
   const golden: Heartbeat["golden"] = {};
   for (const t of d.config.templates) {
     const g = await goldenStatus(d.executor, d.images ?? null, t.name);
@@ -59,6 +65,7 @@ async function buildHeartbeat(d: HeartbeatDeps): Promise<Heartbeat> {
     vms,
     golden,
     jobs: d.store.heldIds(),
+    ...(d.pool ? { pool: d.pool.state() } : {}),
   };
 }
 
@@ -91,6 +98,7 @@ export class HeartbeatLoop extends BackgroundLoop {
     this.expected = res.boxes;
     this.lastOkAt = new Date();
     this.d.onResponse?.(res);
+    if (res.warmPool) this.d.pool?.setTargets(res.warmPool);
     if (res.drift.length > 0) this.d.log.info({ drift: res.drift }, "control plane reports drift");
     return res;
   }

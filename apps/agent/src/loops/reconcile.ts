@@ -45,6 +45,8 @@ export interface ReconcileDeps {
   report: StepReporter;
   /** Slugs the control plane placed here (last heartbeat); null when not known yet. */
   expected: () => string[] | null;
+  /** The warm pool's clones are nobody's box but not orphans either (its own records clean them). */
+  pool?: { slugs(): Set<string> } | null;
   /** Keeps Caddy on the agent's config (edge helper's EdgeConfigKeeper); absent without an edge. */
   edge: { ensureConfig(): Promise<"unchanged" | "loaded"> } | null;
   /** Time between passes when nothing wakes the loop. */
@@ -147,7 +149,8 @@ export class Reconciler extends BackgroundLoop {
     // Orphans: only when nothing is in flight, because a running job (a create mid-way, a
     // golden build) owns resources that are not recorded yet.
     if (this.d.runner.heldCount() === 0) {
-      const known = new Set(h.boxes.all().map((b) => b.slug));
+      const parked = this.d.pool?.slugs() ?? new Set<string>();
+      const known = new Set([...h.boxes.all().map((b) => b.slug), ...parked]);
       const expected = new Set(this.d.expected() ?? []);
       for (const vm of await h.executor.list()) {
         if (known.has(vm.slug) || expected.has(vm.slug) || this.d.runner.busy(vm.slug)) continue;
@@ -166,6 +169,7 @@ export class Reconciler extends BackgroundLoop {
       }
       if (network) {
         const knownTaps = new Set(h.boxes.all().flatMap((b) => (b.tap ? [b.tap] : [])));
+        for (const a of h.ipPool.all()) if (parked.has(a.slug)) knownTaps.add(tapNameForIp(a.ip));
         knownTaps.add(tapNameForIp(h.ipPool.golden()));
         for (const tap of await network.listTaps()) {
           if (knownTaps.has(tap)) continue;

@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import type { Clock } from "../clock.ts";
 import type { AgentConfig } from "../config.ts";
 import type { ControlPlane } from "../control-plane.ts";
+import type { WarmPool } from "../pool/warm.ts";
 import type { BoxStore } from "../store/boxes.ts";
 import { GitCredentialCache } from "./credentials.ts";
 import { buildMetadataService } from "./service.ts";
@@ -30,12 +31,15 @@ export async function createMetadataListener(d: {
   gateway: string;
   /** Where a guest's heartbeat (terminal or CPU use) is recorded. */
   activity?: { touch(slug: string): void };
+  /** Parked clones of the warm pool wait here for their box's identity. */
+  pool?: WarmPool | null;
 }): Promise<MetadataListener> {
   const app = await buildMetadataService({
     boxes: d.boxes,
     credentials: new GitCredentialCache(d.cp, d.clock),
     checkSourceAddress: d.config.networkMode === "tap",
     ...(d.activity ? { activity: d.activity } : {}),
+    pool: d.pool ?? null,
     log: d.log,
   });
   let url: string | null = null;

@@ -6,6 +6,7 @@ import Fastify, {
   LogController,
 } from "fastify";
 import type { Logger } from "pino";
+import { encodeIdentity, IDENTITY_POLL_MS, type WarmPool } from "../pool/warm.ts";
 import type { BoxStore } from "../store/boxes.ts";
 import type { GitCredentialCache } from "./credentials.ts";
 import { tokenSha256 } from "./tokens.ts";
@@ -20,6 +21,10 @@ export interface MetadataServiceDeps {
   checkSourceAddress: boolean;
   /** Records a guest's heartbeat (`POST /v1/activity`) as use of its box (idle hibernation). */
   activity?: { touch(slug: string): void };
+  /** Warm pool: parked clones wait here for the identity of the box that claims them. */
+  pool?: Pick<WarmPool, "byToken" | "waitForIdentity"> | null;
+  /** How long one parked wait lasts before a 204 (default IDENTITY_POLL_MS). */
+  identityPollMs?: number;
   log: Logger;
 }
 
@@ -42,6 +47,9 @@ export async function buildMetadataService(d: MetadataServiceDeps): Promise<Fast
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
+    // Parked guests hold long-polls; a guest that died never closes its end, so closing the
+    // service must not wait for its connections.
+    forceCloseConnections: true,
   });
   app.setErrorHandler((err, _req, reply) => {
     log.error({ err }, "metadata service error");
@@ -64,6 +72,28 @@ export async function buildMetadataService(d: MetadataServiceDeps): Promise<Fast
     if (!c) return sendError(reply, 401, "unauthorized", "a valid box metadata token is required");
     d.activity?.touch(c.box.slug);
     return reply.code(204).header("cache-control", "no-store").send();
+  });
+
+  // A parked clone of the warm pool (pool/warm.ts) waits for the box that claims it. Only
+  // a parked bearer (never a box's) works here, from its clone's own address in tap mode, and
+  // it only ever answers with the identity the agent handed to that one clone.
+  app.get("/v1/parked/identity", async (req, reply) => {
+    const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? "");
+    const parked = m && d.pool ? d.pool.byToken(tokenSha256(m[1]!)) : null;
+    if (!parked || (d.checkSourceAddress && ipv4(req.socket.remoteAddress) !== parked.ip)) {
+      return sendError(reply, 401, "unauthorized", "a valid parked-clone token is required");
+    }
+    const gone = new AbortController();
+    reply.raw.once("close", () => gone.abort());
+    const meta = await d.pool!.waitForIdentity(
+      parked.slug,
+      d.identityPollMs ?? IDENTITY_POLL_MS,
+      gone.signal,
+    );
+    reply.header("cache-control", "no-store");
+    if (!meta) return reply.code(204).send();
+    log.info({ parked: parked.slug, box: meta.slug }, "identity handed to a claimed pool clone");
+    return reply.code(200).type("application/json").send(encodeIdentity(meta));
   });
 
   app.get("/v1/git-credential", async (req, reply) => {

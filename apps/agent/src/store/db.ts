@@ -78,6 +78,24 @@ const MIGRATIONS: string[] = [
   `
   ALTER TABLE jobs DROP COLUMN cp_attempt;
   `,
+  // The warm pool (pool/parked.ts): clones restored ahead of demand under a pool slug.
+  // `filling` rows were being made (a restart discards them), `ready` ones wait, `claimed`
+  // ones are being handed to box `box`; a row goes away once its box is ready.
+  `
+  CREATE TABLE parked_vms (
+    slug          TEXT PRIMARY KEY,
+    template      TEXT NOT NULL,
+    disk_gb       INTEGER NOT NULL,
+    state         TEXT NOT NULL CHECK (state IN ('filling', 'ready', 'claimed')),
+    ip            TEXT,
+    token_sha256  TEXT UNIQUE,
+    generation    INTEGER NOT NULL,
+    box           TEXT UNIQUE,
+    created_at    TEXT NOT NULL,
+    claimed_at    TEXT
+  );
+  CREATE INDEX parked_vms_ready ON parked_vms (state, template, disk_gb, created_at);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

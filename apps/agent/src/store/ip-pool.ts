@@ -54,6 +54,15 @@ export class IpPool {
     return this.db.prepare("DELETE FROM ip_allocations WHERE slug = ?").run(slug).changes === 1;
   }
 
+  /**
+   * Hands `from`'s address to `to` (a claimed parked clone becomes a box: its TAP, MAC and
+   * firewall element derive from the address, so none of them change). False if `from`
+   * holds none. Call it inside the claim's transaction.
+   */
+  rename(from: string, to: string): boolean {
+    return this.db.prepare("UPDATE ip_allocations SET slug = ? WHERE slug = ?").run(to, from).changes === 1;
+  }
+
   all(): Array<{ ip: string; slug: string }> {
     return this.db.prepare("SELECT ip, slug FROM ip_allocations ORDER BY ip_num").all() as Array<{
       ip: string;

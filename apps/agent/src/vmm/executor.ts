@@ -29,6 +29,12 @@ export interface BoxMetadata {
    * golden build (its guest does not mount the data volume); boxes always get 1 or more.
    */
   generation: number;
+  /**
+   * A parked clone of the warm pool (pool/warm.ts): after applying this, the guest waits at
+   * the metadata service (`GET /v1/parked/identity`) for the box that claims it. Boxes never
+   * carry it.
+   */
+  parked?: true;
 }
 
 /** Fresh per clone: never shared between clones of one golden snapshot; kept for the box's life. */
@@ -101,6 +107,20 @@ export interface Executor {
    * `spec.memoryMb`/`vcpu` apply to cold boots.
    */
   createFromGolden(spec: VmSpec, report: StepReporter): Promise<Upstream>;
+  /**
+   * Warm pool (pool/warm.ts): hands the running parked clone `parked` (made by
+   * createFromGolden under its pool slug) to box `spec.slug` without restarting it: its
+   * directory and records take the box's name, `deliver` gives the guest `spec.metadata`
+   * (through the metadata service, which the guest long-polls), and the guest applies it as
+   * after a restore; resolves once it reports ready with that generation. Running it again
+   * (after an agent restart) continues the hand-over. Absent: the backend has no warm pool.
+   */
+  claimParked?(
+    parked: string,
+    spec: VmSpec,
+    deliver: (meta: BoxMetadata) => void,
+    report: StepReporter,
+  ): Promise<Upstream>;
   /** Cold-boot a new box from the template image (fallback for the default template). */
   createColdBoot(spec: VmSpec, report: StepReporter): Promise<Upstream>;
   /** Cold-boot an existing box from its overlay + volume, or resume it if it is hibernated. */

@@ -159,6 +159,26 @@ export const serverTemplates = pgTable(
   (t) => [primaryKey({ columns: [t.serverId, t.template] })],
 );
 
+/**
+ * The warm pool of a template on a server (apps/agent/src/pool/warm.ts): the size an admin
+ * set (null: the agent's configuration decides) and the agent's last report.
+ */
+export const serverWarmPools = pgTable(
+  "server_warm_pools",
+  {
+    serverId: text("server_id")
+      .notNull()
+      .references(() => servers.id, { onDelete: "cascade" }),
+    template: text("template").notNull(),
+    size: integer("size"),
+    target: integer("target").notNull().default(0),
+    ready: integer("ready").notNull().default(0),
+    filling: integer("filling").notNull().default(0),
+    updatedAt: ts("updated_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.serverId, t.template] })],
+);
+
 export const boxes = pgTable(
   "boxes",
   {

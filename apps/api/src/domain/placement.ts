@@ -13,6 +13,8 @@ export interface Candidate {
   used: Resources;
   /** Golden status of the requested template on this server. */
   golden: "missing" | "building" | "ready" | "stale" | "failed" | null;
+  /** Warm-pool clones of the template ready to claim there, as its agent last reported (absent: 0). */
+  poolReady?: number;
 }
 
 export type PlacementResult = { ok: true; server: Candidate } | { ok: false; reasons: string[] };
@@ -20,7 +22,8 @@ export type PlacementResult = { ok: true; server: Candidate } | { ok: false; rea
 /**
  * Picks an active server with a fresh heartbeat, room for `need`, and a ready golden
  * snapshot of the template (or, for the default template only, a server that can cold-boot
- * it). Among those it prefers the most free memory, so boxes spread across hosts.
+ * it). Among those it prefers a ready golden, then a ready warm-pool clone (a create there
+ * skips the restore), then the most headroom, so boxes spread across hosts.
  */
 export function placeBox(
   candidates: readonly Candidate[],
@@ -57,6 +60,7 @@ export function placeBox(
   const ranked = [...fits].sort(
     (a, b) =>
       Number(b.golden === "ready") - Number(a.golden === "ready") ||
+      Number((b.poolReady ?? 0) > 0) - Number((a.poolReady ?? 0) > 0) ||
       headroom(b) - headroom(a) ||
       a.name.localeCompare(b.name),
   );

@@ -10,6 +10,7 @@ import {
   rotateServerToken,
   serverAction,
 } from "../services/servers.ts";
+import { setWarmPoolSizes } from "../services/warm-pools.ts";
 import { endpoint } from "./contract.ts";
 
 export function serverRoutes(ctx: Ctx): FastifyPluginAsyncZod {
@@ -40,6 +41,14 @@ export function serverRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       ...endpoint("serverAction"),
       onRequest: admin,
       handler: async (req) => serverAction(ctx, req.principal!, req.params.name, req.body.action),
+    });
+    app.route({
+      ...endpoint("setWarmPool"),
+      onRequest: admin,
+      handler: async (req) => {
+        await setWarmPoolSizes(ctx, req.principal!, req.params.name, req.body.sizes);
+        return getServer(ctx, req.params.name);
+      },
     });
     for (const [contract, action] of [
       ["buildGolden", "build_golden"],

@@ -15,7 +15,15 @@ import { newId } from "../auth/secrets.ts";
 import { requireCredit } from "../billing/funds.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
-import { agentJobs, boxes, servers, serverTemplates, templates, users } from "../db/schema.ts";
+import {
+  agentJobs,
+  boxes,
+  servers,
+  serverTemplates,
+  serverWarmPools,
+  templates,
+  users,
+} from "../db/schema.ts";
 import { type Candidate, placeBox } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
 import { usableRepos } from "../github/installations.ts";
@@ -85,6 +93,7 @@ async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
     .select()
     .from(serverTemplates)
     .where(and(eq(serverTemplates.template, template.name), eq(serverTemplates.version, template.version)));
+  const pools = await tx.select().from(serverWarmPools).where(eq(serverWarmPools.template, template.name));
   return rows.map((s) => {
     return {
       id: s.id,
@@ -94,6 +103,7 @@ async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
       capacity: { vcpu: s.vcpu, memoryMb: s.memoryMb, diskGb: s.diskGb },
       used: used(s.id),
       golden: golden.find((g) => g.serverId === s.id)?.status ?? null,
+      poolReady: pools.find((w) => w.serverId === s.id)?.ready ?? 0,
     };
   });
 }

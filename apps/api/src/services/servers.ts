@@ -21,12 +21,14 @@ import { recordActivity } from "./idle.ts";
 import { extendLeases, insertJob, type JobRow } from "./jobs.ts";
 import { getTemplate } from "./templates.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
+import { recordWarmPools, warmPoolSizes, warmPoolViews } from "./warm-pools.ts";
 
 export type ServerRow = typeof servers.$inferSelect;
 
 async function toServers(ctx: Ctx, rows: ServerRow[]): Promise<Server[]> {
   const used = await usedByServer(ctx.db);
   const golden = await ctx.db.select().from(serverTemplates);
+  const pools = await warmPoolViews(ctx);
   return rows.map((s) => {
     return {
       name: s.name,
@@ -44,6 +46,7 @@ async function toServers(ctx: Ctx, rows: ServerRow[]): Promise<Server[]> {
           .filter((g) => g.serverId === s.id)
           .map((g) => [g.template, { status: g.status, version: g.version }]),
       ),
+      warmPool: pools(s.id),
     };
   });
 }
@@ -149,6 +152,7 @@ export async function recordHeartbeat(
         set: { status: g.status, version: g.version, updatedAt: now },
       });
   }
+  await recordWarmPools(ctx, server.id, hb.pool);
   await extendLeases(ctx, server.id, hb.jobs);
   await recordActivity(ctx, server.id, hb.vms);
   const expected = await ctx.db
@@ -178,6 +182,7 @@ export async function recordHeartbeat(
     drift,
     accessPublicKey: ctx.access.publicKeyPem,
     endedSessions: await endedBoxAccess(ctx, server.id),
+    ...(await warmPoolSizes(ctx, server.id).then((w) => (w ? { warmPool: w } : {}))),
   };
 }
 

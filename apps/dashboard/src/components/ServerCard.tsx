@@ -3,6 +3,7 @@ import { formatAge } from "../lib/time.ts";
 import { BuildImageButton } from "./BuildImageButton.tsx";
 import { ServerPlays } from "./ServerPlays.tsx";
 import { UsageBar } from "./UsageBar.tsx";
+import { WarmPool } from "./WarmPool.tsx";
 
 /** Heartbeats come every few seconds; a minute of silence means the agent is not talking to us. */
 const STALE_MS = 60_000;
@@ -59,6 +60,7 @@ export function ServerCard({ server, now }: { server: Server; now: number }) {
           ))}
         </ul>
       )}
+      <WarmPool server={server} />
       <ServerPlays server={server.name} />
     </li>
   );

@@ -24,8 +24,9 @@ export class ManualAgent {
     return agent;
   }
 
-  async heartbeat(): Promise<void> {
-    await this.post("/agent/v1/heartbeat", heartbeat({ minimal: "ready" }));
+  /** `extra`: more heartbeat fields (e.g. the warm pool's report); returns the control plane's answer. */
+  async heartbeat(extra: Record<string, unknown> = {}): Promise<unknown> {
+    return this.post("/agent/v1/heartbeat", heartbeat({ minimal: "ready" }, extra));
   }
 
   /** The next pending job; polls briefly because the API call that queued it may still be in flight. */

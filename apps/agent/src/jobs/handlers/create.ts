@@ -2,6 +2,7 @@ import { AgentError } from "../../errors.ts";
 import type { StepReporter } from "../../vmm/executor.ts";
 import type { HandlerDeps, JobHandler } from "../registry.ts";
 import { boxRecord, freshSecrets, publishRunning, specFromPayload, vmSpec } from "./common.ts";
+import { createFromPool } from "./create-pool.ts";
 
 /**
  * create: allocate an address → record the box → restore from golden (or cold-boot the
@@ -29,6 +30,16 @@ export const createHandler: JobHandler<"create"> = {
     // Only a box this job brought into being (in this attempt or an earlier one) may be
     // undone; one recorded by an earlier job, or a VM already on the host, keeps its volume.
     const ours = prev ? deps.boxes.createdByJob(slug) === job.id : state === "gone";
+    // A parked clone from the warm pool when one is ready (or this job already claimed one
+    // before a restart); if the hand-over fails, the clone is removed and the golden path runs.
+    if (
+      deps.pool &&
+      golden?.status === "ready" &&
+      ((state === "gone" && !prev) || deps.pool.claimedFor(slug))
+    ) {
+      const claimed = await createFromPool(deps, p, job, prev, report);
+      if (claimed) return claimed;
+    }
     try {
       const ip = await report.step("allocate_ip", async () => deps.ipPool.allocate(slug));
       const secrets = prev?.spec.secrets ?? freshSecrets();

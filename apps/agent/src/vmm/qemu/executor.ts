@@ -1,9 +1,10 @@
-import { access, readdir, rm, writeFile } from "node:fs/promises";
+import { access, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { VmState } from "@doppio/contracts";
 import type { Logger } from "pino";
 import { VolumePool } from "../../pool/volumes.ts";
 import type {
+  BoxMetadata,
   Executor,
   GoldenInfo,
   HostNetwork,
@@ -21,9 +22,11 @@ import { buildGoldenSnapshot, currentGolden, pruneGoldenBuilds } from "./golden.
 import { discardSavedMemory, savedMemory, saveMemory } from "./hibernate.ts";
 import { type LaunchDeps, launchBox, type Origin, upstreamOf } from "./launch.ts";
 import { type BoxPaths, boxesDir, boxPaths } from "./layout.ts";
+import { writeMetadataFile } from "./metadata.ts";
 import { isVmProcess, killVm, readPid } from "./process.ts";
 import { QmpClient } from "./qmp.ts";
-import { type BoxRecord, type GoldenManifest, readJson } from "./records.ts";
+import { fileSize, waitReady } from "./ready.ts";
+import { type BoxRecord, type GoldenManifest, readJson, writeJson } from "./records.ts";
 
 export interface QemuExecutorConfig {
   /** Per-box artifacts (`boxes/<slug>/`) and golden builds (`golden/<template>/`). */
@@ -142,6 +145,44 @@ export class QemuExecutor implements Executor {
 
   createColdBoot(spec: VmSpec, report: StepReporter): Promise<Upstream> {
     return this.#create(spec, report, false);
+  }
+
+  claimParked(
+    parked: string,
+    spec: VmSpec,
+    deliver: (meta: BoxMetadata) => void,
+    report: StepReporter,
+  ): Promise<Upstream> {
+    return this.#locked(spec.slug, async () => {
+      const from = boxPaths(this.#ctx.dataDir, parked);
+      const to = boxPaths(this.#ctx.dataDir, spec.slug);
+      const record = await report.step("claim_clone", async () => {
+        // A live QEMU keeps its open files and its QMP socket (bound to the inode) across the
+        // rename; only the process check needs the old name (BoxRecord.processDir).
+        if (!(await exists(to.record))) {
+          if (!(await exists(from.record)))
+            throw new QemuError("not_found", `parked clone ${parked} has no artifacts on this host`);
+          await rename(from.dir, to.dir);
+        }
+        const r = await readJson<BoxRecord>(to.record);
+        if (!r) throw new QemuError("not_found", `parked clone ${parked} has no record`);
+        const claimed: BoxRecord = { ...r, slug: spec.slug, processDir: r.processDir ?? from.dir };
+        await Promise.all([writeJson(to.record, claimed), writeMetadataFile(to.meta, spec.metadata)]);
+        return claimed;
+      });
+      const pid = await readPid(to.pid);
+      const marker = record.processDir ?? to.dir;
+      if (pid === null || !(await isVmProcess(pid, marker)))
+        throw new QemuError("not_running", `parked clone ${parked} is not running`);
+      const serialFrom = await fileSize(to.serial);
+      await report.step("apply_identity", async () => deliver(spec.metadata));
+      await report.step("wait_ready", () =>
+        waitReady(to.serial, serialFrom, spec.metadata.generation, this.#ctx.readyTimeoutMs, () =>
+          isVmProcess(pid, marker),
+        ),
+      );
+      return upstreamOf(record);
+    });
   }
 
   start(spec: VmSpec, report: StepReporter): Promise<Upstream> {
@@ -372,7 +413,7 @@ export class QemuExecutor implements Executor {
   /** Disks (for new boxes), network, QEMU (boot or restore), then the guest's READY. */
   async #state(paths: BoxPaths): Promise<VmState> {
     const pid = await readPid(paths.pid);
-    if (pid !== null && (await isVmProcess(pid, paths.dir))) return "running";
+    if (pid !== null && (await isVmProcess(pid, await processDir(paths)))) return "running";
     if (await savedMemory(paths)) return "hibernated";
     if (await exists(paths.stopped)) return "stopped";
     if (await exists(paths.overlay)) return "exited";
@@ -381,7 +422,7 @@ export class QemuExecutor implements Executor {
 
   async #kill(paths: BoxPaths): Promise<void> {
     const pid = await readPid(paths.pid);
-    if (pid !== null) await killVm(pid, paths.dir, paths.qmp);
+    if (pid !== null) await killVm(pid, await processDir(paths), paths.qmp);
     await rm(paths.qmp, { force: true });
     await rm(paths.pid, { force: true });
   }
@@ -435,6 +476,11 @@ function goldenInfo(m: GoldenManifest): GoldenInfo {
     // Builds from before manifests recorded it booted the image named by the template version.
     imageVersion: m.imageVersion ?? m.version,
   };
+}
+
+/** The directory on the box's QEMU command line (a claimed pool clone's is its old one). */
+async function processDir(paths: BoxPaths): Promise<string> {
+  return (await readJson<BoxRecord>(paths.record))?.processDir ?? paths.dir;
 }
 
 async function exists(path: string): Promise<boolean> {

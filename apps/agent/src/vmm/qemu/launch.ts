@@ -61,6 +61,8 @@ export async function launchBox(
       // A start boots the box's own disks with anonymous RAM; a resume keeps the RAM block
       // the hibernated VM had (its migration stream names it).
       memoryFile: origin.kind === "resume" ? origin.record.memoryFile : undefined,
+      // A new QEMU is launched from this directory (a claimed pool clone's old one is gone).
+      processDir: undefined,
       ip: spec.net.ip,
       prefix: spec.net.prefix,
       gateway: spec.net.gateway,

@@ -54,6 +54,13 @@ export interface BoxRecord {
    * same `memory-backend` id. Absent for streamed restores and cold boots.
    */
   memoryFile?: string;
+  /**
+   * The directory named on the running QEMU's command line when it differs from the box's
+   * own: a warm-pool clone keeps the pool directory it was launched in after its claim moved
+   * the directory to the box's name (pool/warm.ts). The process check matches this; the next
+   * launch of the box drops it.
+   */
+  processDir?: string;
   /** Set once the first create reached ready: a retried create must not wipe the box then. */
   created: boolean;
 }

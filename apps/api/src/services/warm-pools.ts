@@ -1,0 +1,106 @@
+import type { Heartbeat, Server, WarmPoolSizes } from "@doppio/contracts";
+import { and, eq, isNotNull } from "drizzle-orm";
+import type { Ctx } from "../context.ts";
+import { servers, serverWarmPools } from "../db/schema.ts";
+import { AppError, notFound } from "../errors.ts";
+import { audit } from "./audit.ts";
+import { getTemplate } from "./templates.ts";
+import type { Principal } from "./users.ts";
+
+/**
+ * Warm pools (apps/agent/src/pool/warm.ts) as the control plane sees them: sizes an admin
+ * sets per server and template (sent to the agent with every heartbeat answer), and the
+ * agent's report (ready and filling clones) that placement and the Servers page read.
+ */
+
+type PoolRow = typeof serverWarmPools.$inferSelect;
+
+/** Every server's pools, for the server views. */
+export async function warmPoolViews(ctx: Ctx): Promise<(serverId: string) => Server["warmPool"]> {
+  const rows = await ctx.db.select().from(serverWarmPools).orderBy(serverWarmPools.template);
+  return (serverId) =>
+    rows
+      .filter((r) => r.serverId === serverId)
+      .map((r: PoolRow) => ({
+        template: r.template,
+        size: r.size,
+        target: r.target,
+        ready: r.ready,
+        filling: r.filling,
+      }));
+}
+
+/** Stores the agent's pool report; templates it no longer reports read as empty. */
+export async function recordWarmPools(ctx: Ctx, serverId: string, pool: Heartbeat["pool"]): Promise<void> {
+  if (!pool) return;
+  const now = ctx.clock.now();
+  const reported = new Set(pool.map((p) => p.template));
+  for (const p of pool) {
+    await ctx.db
+      .insert(serverWarmPools)
+      .values({
+        serverId,
+        template: p.template,
+        target: p.target,
+        ready: p.ready,
+        filling: p.filling,
+        updatedAt: now,
+      })
+      .onConflictDoUpdate({
+        target: [serverWarmPools.serverId, serverWarmPools.template],
+        set: { target: p.target, ready: p.ready, filling: p.filling, updatedAt: now },
+      });
+  }
+  for (const r of await ctx.db.select().from(serverWarmPools).where(eq(serverWarmPools.serverId, serverId))) {
+    if (reported.has(r.template) || (r.ready === 0 && r.filling === 0)) continue;
+    await ctx.db
+      .update(serverWarmPools)
+      .set({ ready: 0, filling: 0, updatedAt: now })
+      .where(and(eq(serverWarmPools.serverId, serverId), eq(serverWarmPools.template, r.template)));
+  }
+}
+
+/** The sizes set for this server, for its heartbeat answer; undefined when none was set. */
+export async function warmPoolSizes(ctx: Ctx, serverId: string): Promise<WarmPoolSizes | undefined> {
+  const rows = await ctx.db
+    .select({ template: serverWarmPools.template, size: serverWarmPools.size })
+    .from(serverWarmPools)
+    .where(and(eq(serverWarmPools.serverId, serverId), isNotNull(serverWarmPools.size)));
+  if (rows.length === 0) return undefined;
+  return Object.fromEntries(rows.map((r) => [r.template, r.size ?? 0]));
+}
+
+/** Admin: pool sizes for some templates of a server (others keep theirs). */
+export async function setWarmPoolSizes(
+  ctx: Ctx,
+  p: Principal,
+  name: string,
+  sizes: WarmPoolSizes,
+): Promise<void> {
+  const [server] = await ctx.db.select({ id: servers.id }).from(servers).where(eq(servers.name, name));
+  if (!server) throw notFound(`server "${name}"`);
+  for (const template of Object.keys(sizes)) {
+    if (!(await getTemplate(ctx, template))) {
+      throw new AppError("validation_failed", `unknown template "${template}"`);
+    }
+  }
+  const now = ctx.clock.now();
+  await ctx.db.transaction(async (tx) => {
+    for (const [template, size] of Object.entries(sizes)) {
+      await tx
+        .insert(serverWarmPools)
+        .values({ serverId: server.id, template, size, updatedAt: now })
+        .onConflictDoUpdate({
+          target: [serverWarmPools.serverId, serverWarmPools.template],
+          set: { size, updatedAt: now },
+        });
+    }
+    await audit(ctx, tx, {
+      user: p.userId,
+      action: "server.warm_pool",
+      targetType: "server",
+      targetId: server.id,
+      data: { sizes },
+    });
+  });
+}
