@@ -119,7 +119,7 @@ describe("parked clones at the metadata service", () => {
     tokens.set("victim", boxToken.token);
     const deps = {
       boxes,
-      credentials: { get: async () => ({ unavailable: "none" }) },
+      credentials: { get: async () => ({ unavailable: "none" }), forget: () => false },
       pool: {
         byToken: (sha: string) => pool.byToken(sha),
         waitForIdentity: (slug: string, ms: number, signal?: AbortSignal) => {
