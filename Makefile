@@ -18,6 +18,7 @@ bench: bootstrap
 	npm run bench:create
 	npm run bench:overhead
 	npm run bench:outbox
+	npm run bench:pool
 	npm run bench:memory
 	npm run bench:logs
 	npm run bench:isolation
