@@ -65,7 +65,11 @@ export async function runWorkload(
         action = "create";
       } else {
         const box = ready[Math.floor(opts.random() * ready.length)]!;
-        const choices = box.allowedActions.filter((a) => a !== "delete" || boxes.length > 3);
+        // A box broken by a failed create (full disk) has nothing to start or reset from: delete it.
+        const choices =
+          box.status === "error"
+            ? box.allowedActions.filter((a) => a === "delete")
+            : box.allowedActions.filter((a) => a !== "delete" || boxes.length > 3);
         if (choices.length === 0) {
           await sleep(100);
           continue;
