@@ -191,7 +191,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
       facts.diskFullHosts.add(host.name);
       log(`  ${stamp()} disk-full #${p.target}: ${host.disks!.fill()} bytes written until ENOSPC`);
     }
-    await sleep(p.downMs);
+    // A full disk stays full longer, so that some host's job meets it.
+    await sleep(p.kind === "disk-full" ? p.downMs * 3 : p.downMs);
     if (p.kind === "kill-agent") host.agent.start();
     if (p.kind === "kill-replica") await startReplica(replica, log);
     if (p.kind === "cut-network") cluster.setLink(host, true);
