@@ -1,3 +1,5 @@
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
 import pg from "pg";
 import { fakeVmmAlive } from "../../support/fake-executor.ts";
 import { netnsUnavailable } from "../../support/netns.ts";
@@ -236,6 +238,14 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     log(`chaos: done in ${stamp()}`);
     for (const c of checks) log(`  ${c.ok ? "ok  " : "FAIL"} ${c.name}: ${c.detail}`);
     return { plan, injected, checks, ok: checks.every((c) => c.ok) };
+  } catch (err) {
+    // The processes' logs go with the cluster: keep what explains the failure.
+    for (const r of cluster.replicas) {
+      const file = path.join(r.dir, "api.log");
+      const lines = existsSync(file) ? readFileSync(file, "utf8").trim().split("\n") : [];
+      log(`replica ${r.url}, last lines of its log:\n${lines.slice(-15).join("\n")}`);
+    }
+    throw err;
   } finally {
     await watcher?.stop();
     await cluster.close();
