@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { sql as dbSql } from "drizzle-orm";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toTask } from "../src/ansible/views.ts";
@@ -265,6 +266,29 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
     // Both replicas' pools had idle connections; an unhandled pool error would end the run here.
     expect(rows.length).toBeGreaterThan(1);
     await expect.poll(async () => (await ownerB.get("/api/v1/boxes")).status).toBe(200);
+    expect((await ownerA.get("/api/v1/boxes")).status).toBe(200);
+  });
+
+  it("survives PostgreSQL ending a connection that is checked out between two queries", async () => {
+    const killer = new pg.Client({ connectionString: db.url });
+    await killer.connect();
+    const outcome = await a.cp.ctx.db
+      .transaction(async (tx) => {
+        await tx.execute(dbSql`select 1`);
+        const { rows } = await killer.query(
+          `select pg_terminate_backend(pid) as ok from pg_stat_activity
+            where datname = current_database() and state = 'idle in transaction'`,
+        );
+        expect(rows).toEqual([{ ok: true }]);
+        // The error reaches the client while no query of it runs (an unhandled 'error' event
+        // here ended both replicas in the chaos run's PostgreSQL restart).
+        await new Promise((r) => setTimeout(r, 500));
+        await tx.execute(dbSql`select 1`);
+        return "committed";
+      })
+      .catch((err: Error) => err.message);
+    await killer.end();
+    expect(outcome).not.toBe("committed");
     expect((await ownerA.get("/api/v1/boxes")).status).toBe(200);
   });
 
