@@ -1,12 +1,15 @@
 /**
  * Chaos run (apps/agent/test/multihost/chaos/run.ts): real control-plane replicas on
  * PostgreSQL, agent processes on hosts in their own network namespaces, a stream of box
- * actions, and kill -9 / network cuts chosen by the seed. Exits 1 when an end check fails.
+ * actions, and faults chosen by the seed (kill -9 of agents, replicas, VMMs and Caddy,
+ * network cuts, a PostgreSQL crash, a full disk). Exits 1 when an end check fails.
  *
- *   export TEST_DATABASE_URL=$(scripts/postgres.sh start)
  *   npm run chaos -- --jobs 200 --seed 7 [--replicas 2] [--hosts 3]
+ *
+ * As root it runs its own PostgreSQL; otherwise export TEST_DATABASE_URL=$(scripts/postgres.sh start).
  */
 import { parseArgs } from "node:util";
+import { privatePostgresUnavailable } from "../apps/agent/test/multihost/chaos/private-postgres.ts";
 import { runChaos } from "../apps/agent/test/multihost/chaos/run.ts";
 
 const { values } = parseArgs({
@@ -17,7 +20,8 @@ const { values } = parseArgs({
     hosts: { type: "string", default: "3" },
   },
 });
-if (!process.env.TEST_DATABASE_URL) {
+// As root the run starts (and crashes) a PostgreSQL of its own; otherwise it uses the shared one.
+if (privatePostgresUnavailable() && !process.env.TEST_DATABASE_URL) {
   console.error("chaos needs PostgreSQL: export TEST_DATABASE_URL=$(scripts/postgres.sh start)");
   process.exit(2);
 }

@@ -14,6 +14,8 @@ const AGENT_ERROR_CODES = [
   "not_available",
   "control_plane_rejected",
   "control_plane_unreachable",
+  /** The host's filesystem had no space left (ENOSPC) for what the job writes. */
+  "disk_full",
 ] as const;
 export type AgentErrorCode = (typeof AGENT_ERROR_CODES)[number];
 

@@ -91,6 +91,8 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: config.bodyLimitBytes,
+    // req.ip (what login limits key on) reads X-Forwarded-For only from these proxies.
+    trustProxy: config.trustProxy.length > 0 ? config.trustProxy : false,
     // Long junk in a path parameter is a box that does not exist (404), not a 414.
     routerOptions: { maxParamLength: 1024 },
     // Long-polls outlive the default timeouts; keep-alive must outlast the longest claim.

@@ -1,9 +1,21 @@
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import path from "node:path";
 import { Email, IDLE_TIMEOUT_MAX_MINUTES } from "@doppio/contracts";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { GitHubConfig, githubFromEnv } from "./github/config.ts";
+
+/** An IPv4/IPv6 address or a CIDR block of them (`10.0.0.0/8`, `fd00::/8`). */
+const AddressOrCidr = z.string().refine((v) => {
+  const [addr, prefix, ...rest] = v.split("/");
+  if (rest.length > 0 || !addr) return false;
+  const family = isIP(addr);
+  if (family === 0) return false;
+  if (prefix === undefined) return true;
+  const bits = Number(prefix);
+  return /^\d{1,3}$/.test(prefix) && bits <= (family === 4 ? 32 : 128);
+}, "must be an IP address or a CIDR block");
 
 /** The control plane's whole configuration, parsed once at start. */
 export const ApiConfig = z.strictObject({
@@ -27,6 +39,25 @@ export const ApiConfig = z.strictObject({
     .default(24 * 14),
   /** Signup/login attempts allowed per client address per minute. */
   authRateLimitPerMinute: z.coerce.number().int().positive().default(20),
+  /**
+   * Reverse proxies (addresses or CIDR blocks) whose X-Forwarded-For is believed: a request
+   * from one of them counts as from the last address its proxies added that is not itself
+   * trusted. Default none: the client address is the connection's, and a client's own
+   * X-Forwarded-For is ignored (rate limits could otherwise be dodged by making one up).
+   * The environment variable takes a comma-separated list.
+   */
+  trustProxy: z
+    .preprocess(
+      (v) =>
+        typeof v === "string"
+          ? v
+              .split(",")
+              .map((s) => s.trim())
+              .filter(Boolean)
+          : v,
+      z.array(AddressOrCidr),
+    )
+    .default([]),
   /** How long a delivered job may wait for its first event before it goes back to pending. */
   deliveryLeaseMs: z.coerce.number().int().positive().default(60_000),
   /** How long a running job may go without any word from its agent before it fails. */
@@ -131,6 +162,7 @@ const ENV_KEYS: Record<string, keyof ApiConfig> = {
   DOPPIO_MAIL_FROM: "mailFrom",
   DOPPIO_ANSIBLE_DIR: "ansibleDir",
   DOPPIO_AGENT_BUNDLE: "agentBundle",
+  DOPPIO_TRUST_PROXY: "trustProxy",
 };
 
 /** YAML file (path in DOPPIO_API_CONFIG) overlaid with the environment variables above. */

@@ -1,5 +1,8 @@
+import { randomUUID } from "node:crypto";
+import { sql as dbSql } from "drizzle-orm";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { toTask } from "../src/ansible/views.ts";
 import { PgBus } from "../src/realtime/pg-bus.ts";
 import { reapTick, runExclusive } from "../src/services/periodic.ts";
 import { heartbeat, registerServer, signedInClient, TestClient } from "./support/client.ts";
@@ -37,6 +40,7 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
   let ownerB: TestClient;
   let agentA: TestClient;
   let agentB: TestClient;
+  let adminA: TestClient;
   let n = 0;
   const readers: SseReader[] = [];
   const follow = async (client: TestClient, path: string) => {
@@ -56,6 +60,7 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
       config: { ...LIMITS, busReconnectMs: 3_000 },
     });
     const admin = await a.admin();
+    adminA = admin;
     agentA = await registerServer(admin, "replica-host");
     expect((await agentA.post("/agent/v1/heartbeat", heartbeat())).status).toBe(200);
     agentB = agentA.at(b.url);
@@ -168,6 +173,86 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
     await Promise.all([events.close(), logs.close()]);
   });
 
+  it("carries an Ansible play's tasks and status from the replica running it to a stream on B, across a lost listener", async () => {
+    // A play as the runner on A keeps it: rows in the database, each change published on A's bus.
+    const sql = new pg.Client({ connectionString: db.url });
+    sql.on("error", () => {}); // a later test ends every connection; this one is done by then
+    await sql.connect();
+    const playId = randomUUID();
+    await sql.query(
+      `insert into ansible_plays (id, server_id, playbook, status, variables, started_at)
+         select $1, id, 'prepare', 'running', '{}'::jsonb, now() from servers where name = 'replica-host'`,
+      [playId],
+    );
+    for (const [i, task] of ["t-one", "t-two"].entries()) {
+      await sql.query(
+        "insert into ansible_tasks (play_id, task_id, position, name) values ($1, $2, $3, $4)",
+        [playId, task, (i + 1) * 1000, `task ${task}`],
+      );
+    }
+    const runnerOnA = async (taskId: string, status: string, playStatus?: string) => {
+      const { rows } = await sql.query(
+        "update ansible_tasks set status = $3, ended_at = now() where play_id = $1 and task_id = $2 returning *",
+        [playId, taskId, status],
+      );
+      const r = rows[0];
+      a.cp.ctx.bus.publishPlay(playId, {
+        type: "task",
+        task: toTask({
+          playId: r.play_id,
+          taskId: r.task_id,
+          position: r.position,
+          name: r.name,
+          role: r.role,
+          handler: r.handler,
+          status: r.status,
+          startedAt: r.started_at,
+          endedAt: r.ended_at,
+          output: r.output,
+          error: r.error,
+        }),
+      });
+      if (playStatus) {
+        await sql.query("update ansible_plays set status = $2, ended_at = now() where id = $1", [
+          playId,
+          playStatus,
+        ]);
+        const play = (await adminA.get(`/api/v1/plays/${playId}`)).body;
+        const { tasks: _tasks, ...view } = play;
+        a.cp.ctx.bus.publishPlay(playId, { type: "play", play: view });
+      }
+    };
+
+    const adminB = adminA.at(b.url);
+    const stream = await follow(adminB, `/api/v1/plays/${playId}/stream`);
+    await stream.waitFor((f) => f.event === "play" && (f.data as any).status === "running");
+
+    // Live: A's change reaches B's stream through a notification (B loads the task row).
+    await runnerOnA("t-one", "ok");
+    const one = await stream.waitFor(
+      (f) => f.event === "task" && (f.data as any).id === "t-one" && (f.data as any).status !== "pending",
+    );
+    expect(one).toMatchObject({ status: "ok", name: "task t-one" });
+
+    // B deaf: the last task and the end of the play arrive by B's catch-up read.
+    const bus = busOf(b);
+    const killer = new pg.Client({ connectionString: db.url });
+    await killer.connect();
+    await killer.query("select pg_terminate_backend($1)", [bus.listenerState().pid]);
+    await killer.end();
+    await expect.poll(() => bus.listenerState().connected).toBe(false);
+    await runnerOnA("t-two", "failed", "failure");
+    expect(bus.listenerState().connected).toBe(false);
+    const two = await stream.waitFor(
+      (f) => f.event === "task" && (f.data as any).id === "t-two" && (f.data as any).status !== "pending",
+    );
+    expect(two).toMatchObject({ status: "failed" });
+    const end = await stream.waitFor((f) => f.event === "play" && (f.data as any).status === "failure");
+    expect(end.progress).toEqual({ done: 2, total: 2 });
+    await sql.end();
+    await stream.close();
+  });
+
   it("keeps answering after PostgreSQL ends its idle pooled connections (a restart, a failover)", async () => {
     expect((await ownerB.get("/api/v1/boxes")).status).toBe(200);
     const killer = new pg.Client({ connectionString: db.url });
@@ -181,6 +266,29 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
     // Both replicas' pools had idle connections; an unhandled pool error would end the run here.
     expect(rows.length).toBeGreaterThan(1);
     await expect.poll(async () => (await ownerB.get("/api/v1/boxes")).status).toBe(200);
+    expect((await ownerA.get("/api/v1/boxes")).status).toBe(200);
+  });
+
+  it("survives PostgreSQL ending a connection that is checked out between two queries", async () => {
+    const killer = new pg.Client({ connectionString: db.url });
+    await killer.connect();
+    const outcome = await a.cp.ctx.db
+      .transaction(async (tx) => {
+        await tx.execute(dbSql`select 1`);
+        const { rows } = await killer.query(
+          `select pg_terminate_backend(pid) as ok from pg_stat_activity
+            where datname = current_database() and state = 'idle in transaction'`,
+        );
+        expect(rows).toEqual([{ ok: true }]);
+        // The error reaches the client while no query of it runs (an unhandled 'error' event
+        // here ended both replicas in the chaos run's PostgreSQL restart).
+        await new Promise((r) => setTimeout(r, 500));
+        await tx.execute(dbSql`select 1`);
+        return "committed";
+      })
+      .catch((err: Error) => err.message);
+    await killer.end();
+    expect(outcome).not.toBe("committed");
     expect((await ownerA.get("/api/v1/boxes")).status).toBe(200);
   });
 

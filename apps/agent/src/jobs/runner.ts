@@ -1,7 +1,7 @@
 import { JobErrorCode, type ProtocolJobErrorCode, parseJobResult } from "@doppio/contracts";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.ts";
-import { failureMessage } from "../errors.ts";
+import { type AgentErrorCode, failureMessage } from "../errors.ts";
 import type { Metrics } from "../metrics.ts";
 import type { JobStore, StoredJob } from "../store/jobs.ts";
 import { type HandlerDeps, type Registry, type ResolvedJob, resolveJob } from "./registry.ts";
@@ -194,13 +194,24 @@ type Outcome =
  * The code a failed job reports: the agent's error classes carry one (CodedError in
  * apps/agent/src/coded-error.ts and its subclasses, AgentError, EdgeError,
  * FirecrackerError). Node's own errors carry upper-case codes (ENOENT) that are not job
- * codes; those and uncoded errors report "internal".
+ * codes; those and uncoded errors report "internal", except a full filesystem (ENOSPC
+ * anywhere in the error's cause chain), which reports "disk_full".
  */
 function errorCode(err: unknown): JobErrorCode {
+  if (noSpaceLeft(err)) return "disk_full" satisfies AgentErrorCode;
   const code = err instanceof Error && "code" in err ? err.code : undefined;
   return typeof code === "string" && JobErrorCode.safeParse(code).success
     ? code
     : ("internal" satisfies ProtocolJobErrorCode);
+}
+
+/** ENOSPC from Node's fs calls, or a tool's "No space left on device" (qemu-img), at any depth. */
+function noSpaceLeft(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    if ("code" in e && e.code === "ENOSPC") return true;
+    if (/No space left on device/.test(e.message)) return true;
+  }
+  return false;
 }
 
 /** Jobs of one box share a key; template jobs share one per template; anything else runs alone. */

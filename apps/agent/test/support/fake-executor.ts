@@ -1,4 +1,6 @@
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import type { StepName, VmState } from "@doppio/contracts";
 import { sleep } from "../../src/clock.ts";
 import type {
@@ -20,6 +22,8 @@ interface FakeVm {
   generation: number;
   /** Secrets the "guest" received, so tests can check every clone got fresh ones. */
   machineId: string;
+  /** The OS process standing for this VM's VMM while it runs (`vmmProcesses`). */
+  pid?: number;
 }
 
 interface FakeHost {
@@ -36,6 +40,34 @@ export interface FakeExecutorOptions {
   golden?: Record<string, "missing" | "ready">;
   /** Where the fake's "serial logs" live (`<dir>/<slug>.log`, written by tests); none without it. */
   serialDir?: string;
+  /**
+   * Each running VM has an OS process standing for its VMM (`sleep`, named FAKE_VMM_NAME,
+   * detached like a daemonized QEMU, so it outlives an agent crash). A VM whose process
+   * died (kill -9) reports `exited`; stop, hibernate and remove end it.
+   */
+  vmmProcesses?: boolean;
+  /**
+   * Where each box's "disk" lives (`<disksDir>/<slug>.img`, DISK_BYTES written for real at
+   * prepare_disks), so a full filesystem fails creates with ENOSPC as a real backend would.
+   */
+  disksDir?: string;
+}
+
+/** The argv[0] of a fake VMM process, so it is told apart from a recycled PID. */
+export const FAKE_VMM_NAME = "doppio-fake-vmm";
+/** Bytes of a fake box's disk file. */
+export const FAKE_DISK_BYTES = 256 * 1024;
+
+/** Whether `pid` is a live (not zombie) fake VMM process. */
+export function fakeVmmAlive(pid: number): boolean {
+  try {
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+    return cmdline.startsWith(`${FAKE_VMM_NAME}\0`) && state !== "Z";
+  } catch {
+    return false;
+  }
 }
 
 /** Why the fake's next golden builds fail; each failure is used once. */
@@ -73,7 +105,10 @@ export class FakeExecutor implements Executor, HostNetwork {
   /** Simulates a VMM that died (crash, OOM kill): disks stay, the process is gone. */
   kill(slug: string): void {
     const vm = this.#host.vms[slug];
-    if (vm) vm.state = "exited";
+    if (vm) {
+      this.#endVmm(vm);
+      vm.state = "exited";
+    }
     this.#save();
   }
 
@@ -140,6 +175,7 @@ export class FakeExecutor implements Executor, HostNetwork {
     if (vm?.state === "hibernated") return { memoryFileBytes: FakeExecutor.MEMORY_FILE_BYTES };
     if (vm?.state !== "running") throw new Error(`box ${slug} is not running`);
     await this.#step(report, "hibernate_vm", () => {
+      this.#endVmm(vm);
       vm.state = "hibernated";
     });
     await this.#step(report, "teardown_network", () => this.#dropTap(slug));
@@ -154,7 +190,10 @@ export class FakeExecutor implements Executor, HostNetwork {
     this.#record("stop", slug);
     await this.#step(report, "stop_vm", () => {
       const vm = this.#host.vms[slug];
-      if (vm) vm.state = "stopped";
+      if (vm) {
+        this.#endVmm(vm);
+        vm.state = "stopped";
+      }
     });
     await this.#step(report, "teardown_network", () => this.#dropTap(slug));
   }
@@ -163,18 +202,25 @@ export class FakeExecutor implements Executor, HostNetwork {
     this.#record("remove", slug);
     await this.#step(report, "stop_vm", () => {
       const vm = this.#host.vms[slug];
-      if (vm) vm.state = "stopped";
+      if (vm) {
+        this.#endVmm(vm);
+        vm.state = "stopped";
+      }
     });
     await this.#step(report, "teardown_network", () => this.#dropTap(slug));
     await this.#step(report, "remove_disks", () => {
       delete this.#host.vms[slug];
+      this.#removeDisk(slug);
     });
   }
 
   async reset(spec: VmSpec, report: StepReporter): Promise<Upstream> {
     this.#record("reset", spec.slug);
     await this.#step(report, "remove_disks", () => {
+      const vm = this.#host.vms[spec.slug];
+      if (vm) this.#endVmm(vm);
       delete this.#host.vms[spec.slug];
+      this.#removeDisk(spec.slug);
     });
     return this.#bring(spec, report, [
       "prepare_disks",
@@ -190,16 +236,19 @@ export class FakeExecutor implements Executor, HostNetwork {
   }
 
   async inspect(slug: string): Promise<VmState> {
+    this.#noticeDeadVmms();
     return this.#host.vms[slug]?.state ?? "gone";
   }
 
   async list(): Promise<Array<{ slug: string; state: VmState }>> {
+    this.#noticeDeadVmms();
     return Object.entries(this.#host.vms)
       .map(([slug, vm]) => ({ slug, state: vm.state as VmState }))
       .sort((a, b) => a.slug.localeCompare(b.slug));
   }
 
   async upstream(slug: string): Promise<Upstream | null> {
+    this.#noticeDeadVmms();
     const vm = this.#host.vms[slug];
     return vm?.state === "running" ? upstreamAt(vm.ip) : null;
   }
@@ -271,11 +320,13 @@ export class FakeExecutor implements Executor, HostNetwork {
   }
 
   async #bring(spec: VmSpec, report: StepReporter, steps: readonly StepName[]): Promise<Upstream> {
+    this.#noticeDeadVmms();
     const existing = this.#host.vms[spec.slug];
     if (existing?.state === "running") return upstreamAt(existing.ip);
     for (const name of steps) {
       await this.#step(report, name, async () => {
         if (name === "setup_network" && spec.net.tap) await this.createTap(spec.net.tap, spec.net);
+        if (name === "prepare_disks") this.#writeDisk(spec.slug);
       });
     }
     this.#host.vms[spec.slug] = {
@@ -285,6 +336,7 @@ export class FakeExecutor implements Executor, HostNetwork {
       template: spec.template,
       generation: spec.metadata.generation,
       machineId: spec.metadata.secrets.machine_id,
+      ...(this.#opts.vmmProcesses ? { pid: startVmm() } : {}),
     };
     this.#save();
     return upstreamAt(spec.net.ip);
@@ -296,6 +348,42 @@ export class FakeExecutor implements Executor, HostNetwork {
       await fn();
       this.#save();
     });
+  }
+
+  /** A VM whose VMM process died (kill -9, OOM) is `exited`, as a real backend sees it. */
+  #noticeDeadVmms(): void {
+    let changed = false;
+    for (const vm of Object.values(this.#host.vms)) {
+      if (vm.state === "running" && vm.pid !== undefined && !fakeVmmAlive(vm.pid)) {
+        vm.state = "exited";
+        delete vm.pid;
+        changed = true;
+      }
+    }
+    if (changed) this.#save();
+  }
+
+  #endVmm(vm: FakeVm): void {
+    if (vm.pid !== undefined && fakeVmmAlive(vm.pid)) process.kill(vm.pid, "SIGKILL");
+    delete vm.pid;
+  }
+
+  #writeDisk(slug: string): void {
+    const dir = this.#opts.disksDir;
+    if (!dir) return;
+    mkdirSync(dir, { recursive: true });
+    const file = path.join(dir, `${slug}.img`);
+    try {
+      writeFileSync(file, Buffer.alloc(FAKE_DISK_BYTES, 1));
+    } catch (err) {
+      // Like qemu-img on a full disk: no half-written image is left behind.
+      rmSync(file, { force: true });
+      throw err;
+    }
+  }
+
+  #removeDisk(slug: string): void {
+    if (this.#opts.disksDir) rmSync(path.join(this.#opts.disksDir, `${slug}.img`), { force: true });
   }
 
   #dropTap(slug: string): void {
@@ -319,6 +407,14 @@ export class FakeExecutor implements Executor, HostNetwork {
     writeFileSync(`${file}.tmp`, JSON.stringify(this.#host));
     renameSync(`${file}.tmp`, file);
   }
+}
+
+/** A stand-in VMM: detached, so it outlives the agent process like a daemonized QEMU. */
+function startVmm(): number {
+  const child = spawn("sleep", ["infinity"], { argv0: FAKE_VMM_NAME, detached: true, stdio: "ignore" });
+  child.unref();
+  if (child.pid === undefined) throw new Error("could not start the fake VMM process");
+  return child.pid;
 }
 
 const upstreamAt =

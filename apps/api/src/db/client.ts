@@ -38,6 +38,12 @@ export async function openDatabase(opts: {
     // An idle connection the server ended (a restart, a failover) is dropped by the pool and
     // replaced on next use; without a listener its error would end the process.
     pool.on("error", (err) => opts.log.warn({ err }, "an idle database connection was closed"));
+    // A connection ended while checked out between two queries (a transaction's, a held
+    // client's) has no pool listener: its own listener keeps the process alive; its holder
+    // gets the error on its next query and the pool drops it at release.
+    pool.on("connect", (client) => {
+      client.on("error", (err) => opts.log.warn({ err }, "a database connection in use was closed"));
+    });
     const db = drizzlePg(pool, { schema });
     // Replicas starting together: one migrates, the others wait for it and find nothing to do.
     const lock = await pool.connect();

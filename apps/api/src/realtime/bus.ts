@@ -80,7 +80,7 @@ export class Bus {
     return () => this.emitter.off(topic, listener);
   }
 
-  /** Whether anyone in this process listens on `topic` (`server:…`, `team:…`, `logs:…`). */
+  /** Whether anyone in this process listens on `topic` (`server:…`, `team:…`, `logs:…`, `play:…`). */
   protected listened(topic: string): boolean {
     return this.emitter.listenerCount(topic) > 0;
   }

@@ -5,7 +5,7 @@ import pg from "pg";
 import type { Logger } from "pino";
 import { z } from "zod";
 import type { Db } from "../db/client.ts";
-import { Bus, type RealtimeEvent } from "./bus.ts";
+import { Bus, type PlayEvent, type RealtimeEvent } from "./bus.ts";
 import type { BusReader } from "./reload.ts";
 
 /** The one channel every replica LISTENs on. */
@@ -29,6 +29,9 @@ const Note = z.discriminatedUnion("k", [
   z.object({ r: z.string(), k: z.literal("logs"), id: z.string(), from: z.number(), to: z.number() }),
   // A wallet warning is a moment, not a row: its few fields travel in the notification.
   z.object({ r: z.string(), k: z.literal("wallet"), team: z.string(), wallet: WalletEvent }),
+  // An Ansible play (status, counters) or one of its tasks changed.
+  z.object({ r: z.string(), k: z.literal("play"), id: z.string() }),
+  z.object({ r: z.string(), k: z.literal("task"), play: z.string(), id: z.string() }),
 ]);
 type Note = z.infer<typeof Note>;
 
@@ -52,8 +55,9 @@ export interface PgBusOptions {
  * and tell theirs. One dedicated connection LISTENs; when it is lost (backend killed,
  * server restarted, network cut, found by a ping) it reconnects with backoff and, once
  * listening again, catches up from the database: every claim waiter re-claims, every
- * followed team gets the boxes and jobs that changed since shortly before the loss, and
- * every followed log the lines after the last one this replica saw. Streams drop what
+ * followed team gets the boxes and jobs that changed since shortly before the loss, every
+ * followed log the lines after the last one this replica saw, and every followed play its
+ * tasks and itself as they are now. Streams drop what
  * their clients already have (log lines by seq); box and job events are whole states, so
  * a repeat is harmless.
  */
@@ -123,6 +127,15 @@ export class PgBus extends Bus {
     this.notify({ r: this.replica, k: "logs", id: boxId, from: lines[0]!.seq, to: lines.at(-1)!.seq });
   }
 
+  override publishPlay(playId: string, event: PlayEvent): void {
+    super.publishPlay(playId, event);
+    this.notify(
+      event.type === "play"
+        ? { r: this.replica, k: "play", id: playId }
+        : { r: this.replica, k: "task", play: playId, id: event.task.id },
+    );
+  }
+
   private notify(note: Note): void {
     this.opts.db
       .execute(sql`select pg_notify(${BUS_CHANNEL}, ${JSON.stringify(note)})`)
@@ -163,11 +176,17 @@ export class PgBus extends Bus {
       case "wallet":
         this.reload(`team:${note.team}`, async () => ({ type: "wallet", wallet: note.wallet }));
         return;
+      case "play":
+        this.reload(`play:${note.id}`, () => reader.play(note.id));
+        return;
+      case "task":
+        this.reload(`play:${note.play}`, () => reader.task(note.play, note.id));
+        return;
     }
   }
 
   /** Loads a row for a topic someone here listens on and passes it on, in order per topic. */
-  private reload(topic: string, load: () => Promise<RealtimeEvent | null>): void {
+  private reload(topic: string, load: () => Promise<RealtimeEvent | PlayEvent | null>): void {
     if (!this.listened(topic)) return;
     this.chain(topic, async () => {
       const event = await load();
@@ -278,6 +297,10 @@ export class PgBus extends Bus {
         });
       } else if (kind === "logs") {
         this.reloadLogs(id, () => reader.logs(id, this.logSeen.get(id) ?? 0));
+      } else if (kind === "play") {
+        this.chain(name, async () => {
+          for (const event of await reader.playAll(id)) this.emitter.emit(name, event);
+        });
       }
     }
     for (const boxId of this.logSeen.keys()) {

@@ -1,11 +1,12 @@
 import { FINAL_JOB_STATUSES, type LogLine } from "@doppio/contracts";
 import { and, asc, desc, eq, gt, gte, isNull, lte, notInArray, or } from "drizzle-orm";
+import { tasksOf, toPlays, toTask } from "../ansible/views.ts";
 import type { Db } from "../db/client.ts";
-import { agentJobs, boxes, boxLogs, servers } from "../db/schema.ts";
+import { agentJobs, ansiblePlays, ansibleTasks, boxes, boxLogs, servers } from "../db/schema.ts";
 import { toBox } from "../services/box-view.ts";
 import { toJob } from "../services/jobs.ts";
 import { toLine } from "../services/logs.ts";
-import type { RealtimeEvent } from "./bus.ts";
+import type { PlayEvent, RealtimeEvent } from "./bus.ts";
 
 /**
  * What a replica reads when another replica says a row changed (a notification carries a
@@ -18,6 +19,11 @@ export interface BusReader {
   logs(boxId: string, after: number, upTo?: number): Promise<LogLine[]>;
   /** The team's boxes and jobs that changed since `since`, plus every job still in flight. */
   teamSince(teamId: string, since: Date): Promise<RealtimeEvent[]>;
+  /** An Ansible play as it is now (status, counters, progress). */
+  play(id: string): Promise<PlayEvent | null>;
+  task(playId: string, taskId: string): Promise<PlayEvent | null>;
+  /** Everything a play's follower may have missed: every task, then the play. */
+  playAll(id: string): Promise<PlayEvent[]>;
 }
 
 const LOG_LINES_MAX = 5000;
@@ -61,6 +67,29 @@ export function busReader(db: Db): BusReader {
         .orderBy(asc(boxLogs.seq))
         .limit(LOG_LINES_MAX);
       return rows.map(toLine);
+    },
+    async play(id) {
+      const [row] = await db
+        .select({ play: ansiblePlays, server: servers.name })
+        .from(ansiblePlays)
+        .innerJoin(servers, eq(servers.id, ansiblePlays.serverId))
+        .where(eq(ansiblePlays.id, id));
+      if (!row) return null;
+      const [play] = await toPlays(db, row.server, [row.play]);
+      return { type: "play", play: play! };
+    },
+    async task(playId, taskId) {
+      const [row] = await db
+        .select()
+        .from(ansibleTasks)
+        .where(and(eq(ansibleTasks.playId, playId), eq(ansibleTasks.taskId, taskId)));
+      return row ? { type: "task", task: toTask(row) } : null;
+    },
+    async playAll(id) {
+      const play = await this.play(id);
+      if (!play) return [];
+      const tasks = (await tasksOf(db, id)).map((task): PlayEvent => ({ type: "task", task }));
+      return [...tasks, play];
     },
     async teamSince(teamId, since) {
       const boxRows = await db

@@ -1,10 +1,18 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import path from "node:path";
 import { BOX_ACTIONS, DESIRED_AFTER, SETTLED_STATUS } from "@doppio/contracts";
 import Database from "better-sqlite3";
 import pg from "pg";
-import type { Cluster } from "./cluster.ts";
+import { canonicalJson } from "../../../src/edge/caddy-config.ts";
+import { FAKE_DISK_BYTES, fakeVmmAlive } from "../../support/fake-executor.ts";
+import type { Cluster, Host } from "./cluster.ts";
+import { edgeStatus, expectedEdgeConfig } from "./host-caddy.ts";
 import type { EventWatcher, Submitted } from "./workload.ts";
+
+/** What the run did that the checks must know: hosts whose disk was filled at some point. */
+export interface RunFacts {
+  diskFullHosts: Set<string>;
+}
 
 export interface Check {
   name: string;
@@ -31,7 +39,13 @@ async function readDb(url: string) {
         action: string;
         error_code: string | null;
         error: string | null;
-      }>("select id, status, action, error_code, error from agent_jobs")
+        server: string;
+        last_seq: number;
+        attempts: number;
+      }>(
+        `select j.id, j.status, j.action, j.error_code, j.error, s.name as server, j.last_seq, j.attempts
+           from agent_jobs j join servers s on s.id = j.server_id`,
+      )
     ).rows;
     const boxes = (
       await client.query<{
@@ -40,8 +54,10 @@ async function readDb(url: string) {
         desired_state: string;
         deleted: boolean;
         server: string;
+        error_code: string | null;
       }>(
-        `select b.slug, b.status, b.desired_state, b.deleted_at is not null as deleted, s.name as server
+        `select b.slug, b.status, b.desired_state, b.deleted_at is not null as deleted, s.name as server,
+                b.error_code
            from boxes b join servers s on s.id = b.server_id`,
       )
     ).rows;
@@ -56,11 +72,40 @@ async function readDb(url: string) {
   }
 }
 
+interface AgentJobRecord {
+  id: string;
+  status: string;
+  ok: number | null;
+  attempt: number;
+  lastSeq: number;
+  local: number;
+  results: number;
+  undelivered: number;
+}
+
+/** PIDs of fake VMM processes in the host's network namespace (all of them, recorded or not). */
+function vmmProcessesIn(h: Host): number[] {
+  if (!h.netns) return [];
+  const ns = `net:[${statSync(`/run/netns/${h.netns.name}`).ino}]`;
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    try {
+      if (readlinkSync(`/proc/${pid}/ns/net`) === ns && fakeVmmAlive(pid)) pids.push(pid);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
+}
+
 /** The checks a chaos run ends with, once everything is back and no job is in flight. */
 export async function endChecks(
   cluster: Cluster,
   submitted: Submitted[],
   watcher: EventWatcher,
+  facts: RunFacts,
 ): Promise<Check[]> {
   const { jobs, boxes, servers } = await readDb(cluster.databaseUrl);
   const checks: Check[] = [];
@@ -82,10 +127,16 @@ export async function endChecks(
     jobs.filter((j) => IN_FLIGHT.includes(j.status)).map((j) => `${j.action} ${j.id} still ${j.status}`),
     `${jobs.length} finished`,
   );
+  // A full disk must fail what writes to it, with its code; nothing else may fail.
+  const diskFull = (j: { error_code: string | null; server: string }) =>
+    j.error_code === "disk_full" && facts.diskFullHosts.has(j.server);
+  const failed = jobs.filter((j) => j.status === "failed");
   check(
-    "no job failed",
-    jobs.filter((j) => j.status === "failed").map((j) => `${j.action} ${j.id}: ${j.error_code} ${j.error}`),
-    `${jobs.filter((j) => j.status === "succeeded").length} succeeded`,
+    "no job failed, except with disk_full on a host whose disk was filled",
+    failed
+      .filter((j) => !diskFull(j))
+      .map((j) => `${j.action} ${j.id} on ${j.server}: ${j.error_code} ${j.error}`),
+    `${jobs.filter((j) => j.status === "succeeded").length} succeeded, ${failed.length} failed with disk_full`,
   );
   check(
     "every host is back (heartbeating)",
@@ -96,23 +147,44 @@ export async function endChecks(
   const hostState = new Map(
     cluster.hosts.map((h) => {
       const state = existsSync(h.stateFile)
-        ? (JSON.parse(readFileSync(h.stateFile, "utf8")) as { vms: Record<string, { state: string }> })
+        ? (JSON.parse(readFileSync(h.stateFile, "utf8")) as {
+            vms: Record<string, { state: string; pid?: number }>;
+          })
         : { vms: {} };
       const db = new Database(path.join(h.dataDir, "agent.sqlite"), { readonly: true });
       const ips = (db.prepare("select slug from ip_allocations").all() as Array<{ slug: string }>).map(
         (r) => r.slug,
       );
+      const records = db
+        .prepare(
+          `select id, status, ok, attempt, last_seq as lastSeq, local,
+                  (select count(*) from outbox o where o.job_id = jobs.id
+                     and json_extract(o.event, '$.type') = 'result') as results,
+                  (select count(*) from outbox o where o.job_id = jobs.id and o.delivered = 0) as undelivered
+             from jobs`,
+        )
+        .all() as AgentJobRecord[];
+      const integrity = (db.pragma("integrity_check") as Array<{ integrity_check: string }>)
+        .map((r) => r.integrity_check)
+        .join(", ");
       db.close();
-      return [h.name, { vms: state.vms, ips }];
+      return [h.name, { vms: state.vms, ips, records, integrity }];
     }),
   );
   const observedProblems: string[] = [];
   const leakProblems: string[] = [];
+  let brokenByDisk = 0;
   for (const box of boxes) {
     const host = hostState.get(box.server);
     const vm = host?.vms[box.slug];
     if (box.deleted) {
       if (vm) leakProblems.push(`${box.slug} deleted but its VM is ${vm.state} on ${box.server}`);
+      continue;
+    }
+    if (box.status === "error" && diskFull(box)) {
+      // Its create or reset failed for want of space: settled in error, nothing running.
+      brokenByDisk++;
+      if (vm?.state === "running") observedProblems.push(`${box.slug} is in error but its VM runs`);
       continue;
     }
     if (!settlesIn(box.desired_state).includes(box.status)) {
@@ -136,8 +208,125 @@ export async function endChecks(
     }
   }
   const liveCount = boxes.filter((b) => !b.deleted).length;
-  check("observed == desired for every box", observedProblems, `${liveCount} live boxes match`);
+  check(
+    "observed == desired for every box",
+    observedProblems,
+    `${liveCount} live boxes match (${brokenByDisk} in error: disk_full)`,
+  );
   check("no leaked VM or IP allocation on any host", leakProblems, `${cluster.hosts.length} hosts clean`);
+
+  // Each job ran on one host, finished there once, and every event it wrote reached the control plane.
+  const recordProblems: string[] = [];
+  const seenOn = new Map<string, string[]>();
+  let reRun = 0;
+  for (const [name, host] of hostState) {
+    for (const r of host.records) {
+      if (r.local === 1) continue;
+      seenOn.set(r.id, [...(seenOn.get(r.id) ?? []), name]);
+      const cp = byId.get(r.id);
+      if (!cp) {
+        recordProblems.push(`${name} ran ${r.id}, which the control plane does not know`);
+        continue;
+      }
+      if (r.attempt > 1) reRun++;
+      if (r.status !== "done") recordProblems.push(`${cp.action} ${r.id} is ${r.status} on ${name}`);
+      if (r.results !== 1) recordProblems.push(`${cp.action} ${r.id} has ${r.results} results on ${name}`);
+      if ((r.ok === 1) !== (cp.status === "succeeded")) {
+        recordProblems.push(`${cp.action} ${r.id}: ${name} says ok=${r.ok}, the control plane ${cp.status}`);
+      }
+      if (r.undelivered > 0 || r.lastSeq !== cp.last_seq) {
+        recordProblems.push(
+          `${cp.action} ${r.id}: ${name} wrote events up to ${r.lastSeq} (${r.undelivered} undelivered), the control plane applied up to ${cp.last_seq}`,
+        );
+      }
+    }
+  }
+  for (const j of jobs) {
+    const on = seenOn.get(j.id) ?? [];
+    if (on.length !== 1) recordProblems.push(`${j.action} ${j.id} recorded on [${on.join(", ")}]`);
+    else if (on[0] !== j.server)
+      recordProblems.push(`${j.action} ${j.id} ran on ${on[0]}, placed on ${j.server}`);
+  }
+  check(
+    "every job applied once: one record on its own host, one result, every event delivered",
+    recordProblems,
+    `${seenOn.size} agent job records; ${reRun} resumed after an agent crash; ${jobs.filter((j) => j.attempts > 1).length} handed out more than once`,
+  );
+
+  // The VMM processes: each running VM has one, nothing else runs on a host.
+  const vmmProblems: string[] = [];
+  let vmms = 0;
+  for (const h of cluster.hosts) {
+    const vms = hostState.get(h.name)!.vms;
+    const expected = new Set<number>();
+    for (const [slug, vm] of Object.entries(vms)) {
+      if (vm.state !== "running") continue;
+      if (vm.pid === undefined || !fakeVmmAlive(vm.pid))
+        vmmProblems.push(`${slug} on ${h.name} runs without a VMM`);
+      else expected.add(vm.pid);
+    }
+    for (const pid of vmmProcessesIn(h)) {
+      vmms++;
+      if (!expected.has(pid)) vmmProblems.push(`VMM process ${pid} on ${h.name} belongs to no running VM`);
+    }
+  }
+  if (cluster.hosts.some((h) => h.netns)) {
+    check("every running VM has its VMM process, and no other runs", vmmProblems, `${vmms} VMM processes`);
+  }
+
+  // Nothing corrupted: the agents' databases and the boxes' disks.
+  const dataProblems: string[] = [];
+  for (const h of cluster.hosts) {
+    const host = hostState.get(h.name)!;
+    if (host.integrity !== "ok") dataProblems.push(`${h.name} agent.sqlite: ${host.integrity}`);
+    if (!h.disks) continue;
+    for (const slug of Object.keys(host.vms)) {
+      const file = path.join(h.disks.dir, `${slug}.img`);
+      const bytes = existsSync(file) ? readFileSync(file) : null;
+      if (!bytes?.equals(Buffer.alloc(FAKE_DISK_BYTES, 1)))
+        dataProblems.push(`${slug}'s disk on ${h.name} is damaged`);
+    }
+    for (const f of readdirSync(h.disks.dir)) {
+      if (!host.vms[f.replace(/\.img$/, "")]) dataProblems.push(`${f} on ${h.name} belongs to no VM`);
+    }
+  }
+  check(
+    "no data corrupted (agent databases, box disks)",
+    dataProblems,
+    `${cluster.hosts.length} hosts intact`,
+  );
+
+  // Each host's Caddy carries the agent's config and routes: live boxes known, deleted ones gone.
+  const edgeProblems: string[] = [];
+  let probes = 0;
+  for (const h of cluster.hosts) {
+    if (!h.caddy || !h.edgeListen) continue;
+    const want = expectedEdgeConfig({
+      domain: h.domain,
+      caddyAdmin: h.caddy.adminAddress,
+      agentListen: h.agentListen,
+      edgeListen: h.edgeListen,
+      dataDir: h.dataDir,
+    });
+    const have = canonicalJson(await h.caddy.admin.getConfig().catch(() => null));
+    if (have !== want) edgeProblems.push(`${h.name}: Caddy's config is not the agent's`);
+    for (const box of boxes.filter((b) => b.server === h.name && b.status !== "error")) {
+      const status = await edgeStatus(h.edgeListen, `${box.slug}.code.${h.domain}`).catch(() => 0);
+      probes++;
+      // The code address is private: the agent answers "sign in" (401) for a box it routes,
+      // whatever its state, and "no such box" (404) once it is gone. Caddy alone gives neither.
+      const want = box.deleted ? 404 : 401;
+      if (status !== want)
+        edgeProblems.push(`${box.slug} via ${h.name}'s Caddy: ${status}, expected ${want}`);
+    }
+  }
+  if (cluster.hosts.some((h) => h.caddy)) {
+    check(
+      "every host's Caddy carries the agent's config and routes",
+      edgeProblems,
+      `${probes} requests through Caddy`,
+    );
+  }
 
   const sseProblems: string[] = [];
   for (const box of boxes) {

@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -13,7 +14,12 @@ import { ReplicaProcess } from "../../../../api/test/support/replica-process.ts"
 import { RoundRobinProxy } from "../../../../api/test/support/round-robin-proxy.ts";
 import { freePort } from "../../support/agent-harness.ts";
 import { AgentProcess } from "../../support/agent-process.ts";
+import { findCaddy } from "../../support/caddy.ts";
+import { FAKE_DISK_BYTES, fakeVmmAlive } from "../../support/fake-executor.ts";
 import { TestNetns } from "../../support/netns.ts";
+import { SmallFs } from "../../support/small-fs.ts";
+import { HostCaddy } from "./host-caddy.ts";
+import { PrivatePostgres, privatePostgresUnavailable } from "./private-postgres.ts";
 
 /** Control-plane settings for a run measured in seconds, not hours. */
 const REPLICA_CONFIG = {
@@ -26,19 +32,33 @@ const REPLICA_CONFIG = {
   authRateLimitPerMinute: 100_000,
 };
 
-/** One "host": an agent process (fake executor, state in a file) in its own namespace when root. */
-interface Host {
+/**
+ * One "host": an agent process (fake executor, state in a file, a real OS process standing
+ * for each running VMM) in its own namespace when root, with a real Caddy in front of it and
+ * its boxes' disks on a small filesystem of their own when root.
+ */
+export interface Host {
   name: string;
+  domain: string;
   dataDir: string;
   stateFile: string;
   agent: AgentProcess;
+  /** The agent's own API address (inside the host's namespace). */
+  agentListen: string;
   netns: TestNetns | null;
   /** The root-namespace end of the host's link to the control plane (null without netns). */
   link: string | null;
+  /** The host's Caddy and where its edge listens (reachable from this process); null without. */
+  caddy: HostCaddy | null;
+  edgeListen: string | null;
+  /** The size-limited filesystem holding the boxes' disks; null without root. */
+  disks: SmallFs | null;
 }
 
 export interface Cluster {
   databaseUrl: string;
+  /** The run's own PostgreSQL (it can be crashed); null when the shared one is used. */
+  postgres: PrivatePostgres | null;
   replicas: ReplicaProcess[];
   lb: RoundRobinProxy;
   /** The balancer's URL from this process. */
@@ -54,17 +74,54 @@ export interface Cluster {
 
 const sh = (file: string, args: string[]) => execFileSync(file, args, { stdio: "pipe" });
 
+/** The fake VMM processes a host's state file names (running VMs), by PID. */
+export function fakeVmmPids(stateFile: string): Array<{ slug: string; pid: number }> {
+  if (!existsSync(stateFile)) return [];
+  const state = JSON.parse(readFileSync(stateFile, "utf8")) as { vms: Record<string, { pid?: number }> };
+  return Object.entries(state.vms)
+    .filter(([, vm]) => vm.pid !== undefined)
+    .map(([slug, vm]) => ({ slug, pid: vm.pid! }))
+    .sort((a, b) => a.slug.localeCompare(b.slug));
+}
+
+function killFakeVmms(stateFile: string): void {
+  for (const { pid } of fakeVmmPids(stateFile)) if (fakeVmmAlive(pid)) process.kill(pid, "SIGKILL");
+}
+
+/** Disk room per host: a few dozen fake disks, so a burst of creates fits but a filler does not. */
+const DISKS_FS_BYTES = 64 * FAKE_DISK_BYTES;
+
+/** What this machine lets the run use beyond processes: root-only parts, each with why not. */
+export function clusterFeatures(netns: boolean) {
+  const whyNoPg = privatePostgresUnavailable();
+  const whyNoCaddy = !netns ? "hosts share one namespace" : findCaddy() ? null : "caddy is not installed";
+  const whyNoDisks = process.getuid?.() === 0 ? null : "mounting a size-limited tmpfs needs root";
+  return { whyNoPg, whyNoCaddy, whyNoDisks };
+}
+
 export async function startCluster(opts: {
   replicas: number;
   hosts: number;
   netns: boolean;
 }): Promise<Cluster> {
-  const db = await freshPostgresDatabase();
-  const cleanup: Array<() => Promise<void> | void> = [() => db.drop()];
+  const features = clusterFeatures(opts.netns);
+  const cleanup: Array<() => Promise<void> | void> = [];
   const close = async () => {
     for (const undo of cleanup.reverse()) await Promise.resolve(undo()).catch(() => {});
   };
   try {
+    let postgres: PrivatePostgres | null = null;
+    let db: { url: string };
+    if (features.whyNoPg === null) {
+      const p = await PrivatePostgres.start(await freePort());
+      postgres = p;
+      cleanup.push(() => p.close());
+      db = { url: p.url };
+    } else {
+      const shared = await freshPostgresDatabase();
+      cleanup.push(() => shared.drop());
+      db = shared;
+    }
     const replicas: ReplicaProcess[] = [];
     for (let i = 0; i < opts.replicas; i++) {
       const r = await ReplicaProcess.prepare(db.url, await freePort(), REPLICA_CONFIG);
@@ -98,6 +155,12 @@ export async function startCluster(opts: {
       if (reg.status !== 201) throw new Error(`register ${name}: ${reg.status}`);
       const dataDir = await mkdtemp(path.join(tmpdir(), `doppio-${name}-`));
       cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+      let disks: SmallFs | null = null;
+      if (features.whyNoDisks === null) {
+        const fs = SmallFs.mount(path.join(dataDir, "disks"), DISKS_FS_BYTES);
+        disks = fs;
+        cleanup.push(() => fs.unmount());
+      }
       let cpUrl = url;
       let netns: TestNetns | null = null;
       let link: string | null = null;
@@ -121,6 +184,18 @@ export async function startCluster(opts: {
         await lb.listenOn(hostIp);
         cpUrl = `http://${hostIp}:${lb.port}`;
       }
+      let caddy: HostCaddy | null = null;
+      let edgeListen: string | null = null;
+      if (features.whyNoCaddy === null && netns) {
+        const c = new HostCaddy(path.join(dataDir, "caddy-run"), netns.name);
+        caddy = c;
+        cleanup.push(() => c.kill("SIGTERM"));
+        await c.start();
+        edgeListen = `10.${octet}.${i}.2:18080`;
+      }
+      const domain = `${name}.example.test`;
+      // Each namespace has its own loopback; without namespaces the agents share one.
+      const agentListen = `127.0.0.1:${netns ? 18090 : await freePort()}`;
       const stateFile = path.join(dataDir, "fake-host.json");
       const agent = await AgentProcess.prepare(
         dataDir,
@@ -128,21 +203,47 @@ export async function startCluster(opts: {
           controlPlaneUrl: cpUrl,
           serverToken: reg.body.agentToken,
           dataDir,
-          domain: `${name}.example.test`,
+          domain,
           apiToken: `chaos-agent-api-token-${tag}-0123456789`,
-          // Each namespace has its own loopback; without namespaces the agents share one.
-          listen: `127.0.0.1:${netns ? 18090 : await freePort()}`,
+          listen: agentListen,
           heartbeatIntervalMs: 1_000,
           claimWaitMs: 5_000,
           reconcileIntervalMs: 5_000,
           logLevel: "info",
+          ...(caddy && edgeListen
+            ? {
+                caddyAdmin: caddy.adminAddress,
+                edge: { tls: { mode: "http", listen: edgeListen }, checkIntervalMs: 1_000 },
+              }
+            : {}),
         },
-        { stateFile, golden: { minimal: "ready" }, stepDelayMs: 100 },
+        {
+          stateFile,
+          golden: { minimal: "ready" },
+          stepDelayMs: 100,
+          vmmProcesses: true,
+          ...(disks ? { disksDir: disks.dir } : {}),
+        },
         netns?.name,
       );
+      // The fake VMM processes outlive the agent (like daemonized VMMs): end them by PID,
+      // after the agent (cleanup runs in reverse), so it cannot start new ones.
+      cleanup.push(() => killFakeVmms(stateFile));
       cleanup.push(() => agent.kill("SIGKILL").then(() => {}));
       agent.start();
-      hosts.push({ name, dataDir, stateFile, agent, netns, link });
+      hosts.push({
+        name,
+        domain,
+        dataDir,
+        stateFile,
+        agent,
+        agentListen,
+        netns,
+        link,
+        caddy,
+        edgeListen,
+        disks,
+      });
     }
 
     const signup = await new TestClient(replicas[0]!.url).post("/api/v1/auth/signup", {
@@ -159,6 +260,7 @@ export async function startCluster(opts: {
 
     return {
       databaseUrl: db.url,
+      postgres,
       replicas,
       lb,
       url,

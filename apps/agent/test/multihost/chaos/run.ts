@@ -1,10 +1,20 @@
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
 import pg from "pg";
+import { fakeVmmAlive } from "../../support/fake-executor.ts";
 import { netnsUnavailable } from "../../support/netns.ts";
-import { type Check, endChecks } from "./checks.ts";
-import { type Cluster, startCluster } from "./cluster.ts";
+import { type Check, endChecks, type RunFacts } from "./checks.ts";
+import { type Cluster, clusterFeatures, fakeVmmPids, startCluster } from "./cluster.ts";
 import { EventWatcher, rng, runWorkload } from "./workload.ts";
 
-type InjectionKind = "kill-agent" | "kill-replica" | "cut-network";
+type InjectionKind =
+  | "kill-agent"
+  | "kill-replica"
+  | "cut-network"
+  | "kill-vmm"
+  | "kill-caddy"
+  | "restart-postgres"
+  | "disk-full";
 
 interface Injection {
   /** Fired when this many jobs have been accepted. */
@@ -12,6 +22,8 @@ interface Injection {
   kind: InjectionKind;
   target: number;
   downMs: number;
+  /** Which of the target host's running VMs a kill-vmm takes (a fraction of the sorted list). */
+  pick: number;
 }
 
 export interface ChaosOptions {
@@ -35,10 +47,9 @@ function planInjections(
   jobs: number,
   hosts: number,
   replicas: number,
-  netns: boolean,
+  kinds: InjectionKind[],
 ): Injection[] {
   const random = rng(seed);
-  const kinds: InjectionKind[] = ["kill-agent", "kill-replica", ...(netns ? (["cut-network"] as const) : [])];
   const count = Math.max(kinds.length, Math.floor(jobs / 8));
   const plan: Injection[] = [];
   for (let i = 0; i < count; i++) {
@@ -49,12 +60,29 @@ function planInjections(
       kind,
       target: Math.floor(random() * (kind === "kill-replica" ? replicas : hosts)),
       downMs: 1_000 + Math.floor(random() * 4_000),
+      pick: random(),
     });
   }
   return plan.sort((a, b) => a.atJob - b.atJob);
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A killed replica comes back; while PostgreSQL is down it cannot, so it tries again. */
+async function startReplica(
+  replica: Cluster["replicas"][number],
+  log: (line: string) => void,
+): Promise<void> {
+  for (let i = 0; ; i++) {
+    try {
+      return await replica.start();
+    } catch (err) {
+      if (i >= 20) throw err;
+      log(`  replica did not start (${(err as Error).message}); again in 1 s`);
+      await sleep(1_000);
+    }
+  }
+}
 
 async function inFlight(databaseUrl: string): Promise<number> {
   const c = new pg.Client({ connectionString: databaseUrl });
@@ -70,11 +98,13 @@ async function inFlight(databaseUrl: string): Promise<number> {
 }
 
 /**
- * A chaos run: real control-plane replicas (processes) on PostgreSQL behind a balancer,
- * agent processes on hosts in their own network namespaces (fake VMM, state on disk), a
- * user's stream of `jobs` box actions, and the seed's injections (kill -9 of an agent or a
- * replica, the host's link to the control plane cut). Then, with everything back, the
- * end checks (checks.ts).
+ * A chaos run: real control-plane replicas (processes) on the run's own PostgreSQL behind a
+ * balancer, agent processes on hosts in their own network namespaces (fake VMM, state on
+ * disk, a real process per running VMM, a real Caddy, disks on a small filesystem), a
+ * user's stream of `jobs` box actions, and the seed's injections (kill -9 of an agent, a
+ * replica, a VMM process or Caddy; the host's link to the control plane cut; PostgreSQL
+ * crashed and restarted; a host's disk filled up). Then, with everything back, the end
+ * checks (checks.ts).
  */
 export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
   const log = opts.log ?? ((line: string) => console.log(line));
@@ -82,7 +112,20 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
   const hosts = opts.hosts ?? 3;
   const whyNoNetns = netnsUnavailable();
   if (whyNoNetns) log(`NOTE: hosts share this namespace and no network cut is injected (${whyNoNetns})`);
-  const plan = planInjections(opts.seed, opts.jobs, hosts, replicas, whyNoNetns === null);
+  const features = clusterFeatures(whyNoNetns === null);
+  if (features.whyNoPg) log(`NOTE: the shared PostgreSQL is used and never restarted (${features.whyNoPg})`);
+  if (features.whyNoCaddy) log(`NOTE: hosts run no Caddy (${features.whyNoCaddy})`);
+  if (features.whyNoDisks) log(`NOTE: no disk is filled (${features.whyNoDisks})`);
+  const kinds: InjectionKind[] = [
+    "kill-agent",
+    "kill-replica",
+    "kill-vmm",
+    ...(whyNoNetns === null ? (["cut-network"] as const) : []),
+    ...(features.whyNoCaddy === null ? (["kill-caddy"] as const) : []),
+    ...(features.whyNoPg === null ? (["restart-postgres"] as const) : []),
+    ...(features.whyNoDisks === null ? (["disk-full"] as const) : []),
+  ];
+  const plan = planInjections(opts.seed, opts.jobs, hosts, replicas, kinds);
   log(`chaos: ${opts.jobs} jobs, seed ${opts.seed}, ${replicas} replicas, ${hosts} hosts`);
   for (const p of plan) log(`  plan: at job ${p.atJob}: ${p.kind} #${p.target} for ${p.downMs} ms`);
 
@@ -92,28 +135,73 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
   const running: Promise<void>[] = [];
   const down = new Set<string>();
   const stamp = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
+  const facts: RunFacts = { diskFullHosts: new Set() };
+  const say = (line: string) => {
+    injected.push(`${stamp()} ${line}`);
+    log(`  ${injected.at(-1)}`);
+  };
+  const keyOf = (p: Injection) =>
+    p.kind === "kill-replica"
+      ? `replica${p.target}`
+      : p.kind === "restart-postgres"
+        ? "postgres"
+        : p.kind === "kill-caddy"
+          ? `caddy${p.target}`
+          : p.kind === "disk-full"
+            ? `disk${p.target}`
+            : p.kind === "kill-vmm"
+              ? "vmm"
+              : `host${p.target}`;
   const fire = async (p: Injection) => {
-    const key = `${p.kind === "kill-replica" ? "replica" : "host"}${p.target}`;
+    const key = keyOf(p);
     const replicasDown = [...down].filter((k) => k.startsWith("replica")).length;
     if (down.has(key) || (p.kind === "kill-replica" && replicasDown >= replicas - 1)) {
-      injected.push(`${stamp()} skipped ${p.kind} #${p.target} (already down, or the last replica standing)`);
-      log(`  ${injected.at(-1)}`);
+      say(`skipped ${p.kind} #${p.target} (already down, or the last replica standing)`);
       return;
     }
-    down.add(key);
     const host = cluster.hosts[p.target]!;
     const replica = cluster.replicas[p.target]!;
-    injected.push(
-      `${stamp()} ${p.kind} #${p.target} (${p.kind === "kill-replica" ? `pid ${replica.pid}` : host.name})`,
-    );
-    log(`  ${injected.at(-1)}`);
+    if (p.kind === "kill-vmm") {
+      // No wait: the VM's agent notices the dead VMM and starts it again.
+      // Any host's running VM (hosts in order, then slugs): a lone host often runs none.
+      const running = cluster.hosts.flatMap((h) =>
+        fakeVmmPids(h.stateFile)
+          .filter((v) => fakeVmmAlive(v.pid))
+          .map((v) => ({ ...v, host: h.name })),
+      );
+      const victim = running[Math.floor(p.pick * running.length)];
+      if (!victim) return say("skipped kill-vmm (no VM running)");
+      process.kill(victim.pid, "SIGKILL");
+      return say(`kill-vmm (${victim.slug}'s VMM, pid ${victim.pid}, on ${victim.host})`);
+    }
+    down.add(key);
+    const what =
+      p.kind === "kill-replica"
+        ? `pid ${replica.pid}`
+        : p.kind === "restart-postgres"
+          ? `postmaster pid ${cluster.postgres!.pid}, immediate shutdown`
+          : p.kind === "kill-caddy"
+            ? `${host.name}'s Caddy, pid ${host.caddy!.pid}`
+            : host.name;
+    say(`${p.kind} #${p.target} (${what})`);
     if (p.kind === "kill-agent") await host.agent.kill("SIGKILL");
     if (p.kind === "kill-replica") await replica.kill("SIGKILL");
     if (p.kind === "cut-network") cluster.setLink(host, false);
-    await sleep(p.downMs);
+    if (p.kind === "kill-caddy") await host.caddy!.kill("SIGKILL");
+    if (p.kind === "restart-postgres") await cluster.postgres!.crash();
+    if (p.kind === "disk-full") {
+      facts.diskFullHosts.add(host.name);
+      log(`  ${stamp()} disk-full #${p.target}: ${host.disks!.fill()} bytes written until ENOSPC`);
+    }
+    // A full disk stays full longer, so that some host's job meets it.
+    await sleep(p.kind === "disk-full" ? p.downMs * 3 : p.downMs);
     if (p.kind === "kill-agent") host.agent.start();
-    if (p.kind === "kill-replica") await replica.start();
+    if (p.kind === "kill-replica") await startReplica(replica, log);
     if (p.kind === "cut-network") cluster.setLink(host, true);
+    // systemd's Restart=always: Caddy comes back with its unit's config, the agent reloads its own.
+    if (p.kind === "kill-caddy") await host.caddy!.start();
+    if (p.kind === "restart-postgres") await cluster.postgres!.startServer();
+    if (p.kind === "disk-full") host.disks!.free();
     down.delete(key);
     log(`  ${stamp()} ${p.kind} #${p.target}: back`);
   };
@@ -142,14 +230,22 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     log(`  ${stamp()} all ${submitted.length} accepted; everything back; waiting for the last jobs`);
     for (let i = 0; i < 600 && (await inFlight(cluster.databaseUrl)) > 0; i++) await sleep(200);
     // The stream and the hosts' files settle a moment after the last job.
-    let checks = await endChecks(cluster, submitted, watcher);
+    let checks = await endChecks(cluster, submitted, watcher, facts);
     for (let i = 0; i < 20 && checks.some((c) => !c.ok); i++) {
       await sleep(500);
-      checks = await endChecks(cluster, submitted, watcher);
+      checks = await endChecks(cluster, submitted, watcher, facts);
     }
     log(`chaos: done in ${stamp()}`);
     for (const c of checks) log(`  ${c.ok ? "ok  " : "FAIL"} ${c.name}: ${c.detail}`);
     return { plan, injected, checks, ok: checks.every((c) => c.ok) };
+  } catch (err) {
+    // The processes' logs go with the cluster: keep what explains the failure.
+    for (const r of cluster.replicas) {
+      const file = path.join(r.dir, "api.log");
+      const lines = existsSync(file) ? readFileSync(file, "utf8").trim().split("\n") : [];
+      log(`replica ${r.url}, last lines of its log:\n${lines.slice(-15).join("\n")}`);
+    }
+    throw err;
   } finally {
     await watcher?.stop();
     await cluster.close();

@@ -19,14 +19,17 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * network errors, 502/503 and 5xx. Anything else is an answer.
  */
 async function retrying<T>(what: string, call: () => Promise<{ status: number; body: T }>) {
+  let last = "";
   for (let i = 0; ; i++) {
     try {
       const res = await call();
       if (res.status < 500) return res;
-    } catch {
+      last = `${res.status} ${JSON.stringify(res.body).slice(0, 300)}`;
+    } catch (err) {
       // the replica behind the connection died; try again
+      last = (err as Error).message;
     }
-    if (i >= 60) throw new Error(`${what}: no answer after ${i} tries`);
+    if (i >= 240) throw new Error(`${what}: no answer after ${i} tries in 2 min (last: ${last})`);
     await sleep(500);
   }
 }
@@ -65,7 +68,11 @@ export async function runWorkload(
         action = "create";
       } else {
         const box = ready[Math.floor(opts.random() * ready.length)]!;
-        const choices = box.allowedActions.filter((a) => a !== "delete" || boxes.length > 3);
+        // A box broken by a failed create (full disk) has nothing to start or reset from: delete it.
+        const choices =
+          box.status === "error"
+            ? box.allowedActions.filter((a) => a === "delete")
+            : box.allowedActions.filter((a) => a !== "delete" || boxes.length > 3);
         if (choices.length === 0) {
           await sleep(100);
           continue;
