@@ -54,7 +54,7 @@ export interface FakeExecutorOptions {
 }
 
 /** The argv[0] of a fake VMM process, so it is told apart from a recycled PID. */
-export const FAKE_VMM_NAME = "doppio-fake-vmm";
+const FAKE_VMM_NAME = "doppio-fake-vmm";
 /** Bytes of a fake box's disk file. */
 export const FAKE_DISK_BYTES = 256 * 1024;
 
