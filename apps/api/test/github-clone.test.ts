@@ -1,28 +1,21 @@
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { chmod, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GUEST_LIB, HELPER, MetadataRecordingFake } from "../../agent/test/metadata/support.ts";
+import { GUEST_LIB } from "../../agent/test/metadata/support.ts";
+import { waitForBox } from "../../agent/test/support/agent-harness.ts";
 import {
-  freePort,
-  startAgent,
-  startCp,
-  type TestAgent,
-  type TestCp,
-  waitForBox,
-  waitForHeartbeat,
-} from "../../agent/test/support/agent-harness.ts";
-import { GitHttpServer, hasGitHttpBackend } from "./support/git-server.ts";
-import { connectInstallation, githubConfig, linkAndConnect } from "./support/github.ts";
-import { GitHubStandIn, type StandInUser } from "./support/github-standin.ts";
+  BOX_CREDENTIAL_HELPER,
+  type BoxGitStack,
+  boxGitMissing,
+  startBoxGitStack,
+  writeBoxMetadata,
+} from "./support/box-git.ts";
+import { connectInstallation } from "./support/github.ts";
 
 const CLONE = path.resolve(import.meta.dirname, "../../../images/common/rootfs/usr/local/bin/doppio-clone");
-const missing = [
-  hasGitHttpBackend ? null : "git-http-backend (apt-get install git)",
-  existsSync("/bin/busybox") ? null : "/bin/busybox (apt-get install busybox-static)",
-].filter(Boolean);
+const missing = boxGitMissing;
 if (missing.length) console.warn(`SKIPPING GitHub clone test: missing ${missing.join(", ")}`);
 
 /**
@@ -37,44 +30,21 @@ if (missing.length) console.warn(`SKIPPING GitHub clone test: missing ${missing.
  * real Frappe bench cannot be built on these machines (no GitHub, no PyPI).
  */
 describe.skipIf(missing.length > 0)("clone the box's repository on first start", () => {
-  const gh = new GitHubStandIn();
-  let git: GitHttpServer;
-  let cp: TestCp;
-  let agent: TestAgent;
-  let fake: MetadataRecordingFake;
+  let stack: BoxGitStack;
+  let gh: BoxGitStack["gh"];
+  let git: BoxGitStack["git"];
+  let cp: BoxGitStack["cp"];
   let tmp: string;
-  let ghUser: StandInUser;
+  let ghUser: BoxGitStack["ghUser"];
   let installationId: number;
 
   beforeAll(async () => {
-    tmp = await mkdtemp(path.join(tmpdir(), "doppio-gh-clone-"));
-    await gh.start();
-    git = new GitHttpServer(path.join(tmp, "srv"), (t, repo, write) => gh.gitAccess(t, repo, write));
-    await git.start();
-    await git.createRepo("octo/app-a");
-    await git.createRepo("octo/frappe_shop");
-
-    cp = await startCp("clone-host", githubConfig(gh));
-    fake = new MetadataRecordingFake({ golden: { minimal: "ready" } });
-    agent = await startAgent({
-      cpUrl: cp.url,
-      token: cp.agentToken,
-      listen: true,
-      config: { networkMode: "user", metadata: { port: await freePort() } },
-      backend: () => ({ executor: fake, network: fake }),
-    });
-    await waitForHeartbeat(cp);
-    ghUser = gh.addUser("octo", [{ email: "octo@example.com", primary: true, verified: true }]);
-    installationId = gh.install(ghUser, ["app-a", "frappe_shop"]).id;
-    await linkAndConnect(cp.admin, gh, ghUser, installationId);
+    stack = await startBoxGitStack({ serverName: "clone-host", repos: ["app-a", "frappe_shop"] });
+    ({ gh, git, cp, tmp, ghUser, installationId } = stack);
   }, 120_000);
 
   afterAll(async () => {
-    await agent?.close();
-    await cp?.close();
-    await git?.stop();
-    await gh.stop();
-    if (tmp) await rm(tmp, { recursive: true, force: true });
+    await stack?.close();
   });
 
   /** Creates a box from `repo` and lays out what its guest's apply writes: metadata and repo files, an empty workspace. */
@@ -82,21 +52,15 @@ describe.skipIf(missing.length > 0)("clone the box's repository on first start",
     const created = await cp.admin.post("/api/v1/boxes", { template: "minimal", name, repo });
     expect(created.status).toBe(202);
     await waitForBox(cp, name, "running");
-    const meta = fake.metadata.get(name)!;
     const dir = path.join(tmp, name);
     await mkdir(path.join(dir, "workspace"), { recursive: true });
-    await writeFile(
-      path.join(dir, "metadata"),
-      `url=${agent.agent.metadata.url}\ntoken=${meta.secrets.metadata_token}\n`,
-      { mode: 0o600 },
-    );
+    const meta = await writeBoxMetadata(stack, name, path.join(dir, "metadata"));
     await writeFile(path.join(dir, "repo"), `${meta.repo ?? ""}\n`);
     return { dir, meta };
   }
 
   /** doppio-clone as apply runs it (in `dir`), git's credential helper the box's (see the describe). */
   function cloneIn(dir: string, extra: Record<string, string> = {}) {
-    const helper = `!f() { sed -e 's/^host=.*/host=github.com/' -e 's/^protocol=.*/protocol=https/' | '${HELPER}' "$@"; }; f`;
     return new Promise<{ code: number; out: string }>((resolve) => {
       execFile(
         CLONE,
@@ -112,7 +76,7 @@ describe.skipIf(missing.length > 0)("clone the box's repository on first start",
             GIT_CONFIG_KEY_0: "credential.helper",
             GIT_CONFIG_VALUE_0: "",
             GIT_CONFIG_KEY_1: "credential.helper",
-            GIT_CONFIG_VALUE_1: helper,
+            GIT_CONFIG_VALUE_1: BOX_CREDENTIAL_HELPER,
             DOPPIO_METADATA_FILE: path.join(dir, "metadata"),
             DOPPIO_LIB: GUEST_LIB,
             DOPPIO_REPO_FILE: path.join(dir, "repo"),

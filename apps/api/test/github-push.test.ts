@@ -1,27 +1,18 @@
 import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GUEST_LIB, HELPER, MetadataRecordingFake } from "../../agent/test/metadata/support.ts";
+import { GUEST_LIB } from "../../agent/test/metadata/support.ts";
+import { waitForBox } from "../../agent/test/support/agent-harness.ts";
 import {
-  freePort,
-  startAgent,
-  startCp,
-  type TestAgent,
-  type TestCp,
-  waitForBox,
-  waitForHeartbeat,
-} from "../../agent/test/support/agent-harness.ts";
-import { GitHttpServer, hasGitHttpBackend } from "./support/git-server.ts";
-import { githubConfig, linkAndConnect } from "./support/github.ts";
-import { GitHubStandIn, type StandInUser } from "./support/github-standin.ts";
+  BOX_CREDENTIAL_HELPER,
+  type BoxGitStack,
+  boxGitMissing,
+  startBoxGitStack,
+  writeBoxMetadata,
+} from "./support/box-git.ts";
 
-const missing = [
-  hasGitHttpBackend ? null : "git-http-backend (apt-get install git)",
-  existsSync("/bin/busybox") ? null : "/bin/busybox (apt-get install busybox-static)",
-].filter(Boolean);
+const missing = boxGitMissing;
 if (missing.length) console.warn(`SKIPPING GitHub push test: missing ${missing.join(", ")}`);
 
 /**
@@ -34,39 +25,18 @@ if (missing.length) console.warn(`SKIPPING GitHub push test: missing ${missing.j
  * credential configuration presents the loopback Git server to it under that name.
  */
 describe.skipIf(missing.length > 0)("git push with a GitHub App installation token", () => {
-  const gh = new GitHubStandIn();
-  let git: GitHttpServer;
-  let cp: TestCp;
-  let agent: TestAgent;
-  let fake: MetadataRecordingFake;
+  let stack: BoxGitStack;
+  let gh: BoxGitStack["gh"];
+  let git: BoxGitStack["git"];
+  let cp: BoxGitStack["cp"];
   let tmp: string;
-  let ghUser: StandInUser;
+  let ghUser: BoxGitStack["ghUser"];
   let installationId: number;
   let metaFile: string;
 
   beforeAll(async () => {
-    tmp = await mkdtemp(path.join(tmpdir(), "doppio-gh-push-"));
-    await gh.start();
-    git = new GitHttpServer(path.join(tmp, "srv"), (t, repo, write) => gh.gitAccess(t, repo, write));
-    await git.start();
-    await git.createRepo("octo/app-a");
-    await git.createRepo("octo/app-b");
-
-    cp = await startCp("push-host", githubConfig(gh));
-    const port = await freePort();
-    fake = new MetadataRecordingFake({ golden: { minimal: "ready" } });
-    agent = await startAgent({
-      cpUrl: cp.url,
-      token: cp.agentToken,
-      listen: true,
-      config: { networkMode: "user", metadata: { port } },
-      backend: () => ({ executor: fake, network: fake }),
-    });
-    await waitForHeartbeat(cp);
-
-    ghUser = gh.addUser("octo", [{ email: "octo@example.com", primary: true, verified: true }]);
-    installationId = gh.install(ghUser, ["app-a", "app-b"]).id;
-    await linkAndConnect(cp.admin, gh, ghUser, installationId);
+    stack = await startBoxGitStack({ serverName: "push-host", repos: ["app-a", "app-b"] });
+    ({ gh, git, cp, tmp, ghUser, installationId } = stack);
     const created = await cp.admin.post("/api/v1/boxes", {
       template: "minimal",
       name: "pusher",
@@ -74,28 +44,19 @@ describe.skipIf(missing.length > 0)("git push with a GitHub App installation tok
     });
     expect(created.status).toBe(202);
     await waitForBox(cp, "pusher", "running");
-    // What the guest's init writes into /run/doppio/metadata from its boot metadata.
     metaFile = path.join(tmp, "metadata");
-    const meta = fake.metadata.get("pusher")!;
-    await writeFile(metaFile, `url=${agent.agent.metadata.url}\ntoken=${meta.secrets.metadata_token}\n`, {
-      mode: 0o600,
-    });
+    await writeBoxMetadata(stack, "pusher", metaFile);
   }, 120_000);
 
   afterAll(async () => {
-    await agent?.close();
-    await cp?.close();
-    await git?.stop();
-    await gh.stop();
-    if (tmp) await rm(tmp, { recursive: true, force: true });
+    await stack?.close();
   });
 
   function gitRun(args: string[], cwd = tmp) {
-    const helper = `!f() { sed -e 's/^host=.*/host=github.com/' -e 's/^protocol=.*/protocol=https/' | '${HELPER}' "$@"; }; f`;
     return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
       execFile(
         "git",
-        ["-c", "credential.helper=", "-c", `credential.helper=${helper}`, ...args],
+        ["-c", "credential.helper=", "-c", `credential.helper=${BOX_CREDENTIAL_HELPER}`, ...args],
         {
           cwd,
           env: {
