@@ -74,6 +74,13 @@ export async function recoverInterruptedPlays(ctx: Ctx): Promise<number> {
     .select({ id: ansiblePlays.id, pid: ansiblePlays.pid })
     .from(ansiblePlays)
     .where(inArray(ansiblePlays.status, ["pending", "running"]));
+  // Ended first, then its orphan killed: a process still watching the child (the previous
+  // control plane, if it is not quite dead) finds the play over and records nothing else.
+  await markInterrupted(
+    ctx,
+    stale.map((p) => p.id),
+    "the control plane restarted during the play",
+  );
   for (const p of stale) {
     if (!p.pid) continue;
     try {
@@ -83,11 +90,6 @@ export async function recoverInterruptedPlays(ctx: Ctx): Promise<number> {
       // gone
     }
   }
-  await markInterrupted(
-    ctx,
-    stale.map((p) => p.id),
-    "the control plane restarted during the play",
-  );
   if (stale.length > 0) ctx.log.warn({ plays: stale.map((p) => p.id) }, "plays interrupted by a restart");
   return stale.length;
 }
