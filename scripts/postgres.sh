@@ -28,6 +28,12 @@ DO $$ BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'doppio_test') THEN
     CREATE ROLE doppio_test LOGIN CREATEDB PASSWORD 'doppio_test';
   END IF;
+  -- Tests drop their databases WITH (FORCE); an autovacuum worker on one has no role, and
+  -- only pg_signal_backend lets a non-superuser end it ("must be a member of the role whose
+  -- process is being terminated").
+  IF NOT pg_has_role('doppio_test', 'pg_signal_backend', 'MEMBER') THEN
+    GRANT pg_signal_backend TO doppio_test;
+  END IF;
 END $$;
 SQL
 echo "postgres://doppio_test:doppio_test@127.0.0.1:${port}/postgres"
