@@ -11,7 +11,7 @@ import {
   startControlPlane,
   type TestControlPlane,
 } from "./support/control-plane.ts";
-import { type StripeStandIn, startStripeStandIn } from "./support/stripe-stand-in.ts";
+import { type StripeStandIn, startStripeStandIn, stripeEvent } from "./support/stripe-stand-in.ts";
 
 const WEBHOOK_SECRET = "whsec_test_doppio_billing";
 const WEBHOOK = "/api/v1/billing/stripe/webhook";
@@ -20,21 +20,6 @@ const stripe = new Stripe("sk_test_unused");
 
 let seq = 0;
 const evtId = () => `evt_test_${process.pid}_${seq++}`;
-
-/** A Stripe event in the documented envelope (https://docs.stripe.com/api/events/object). */
-function event(type: string, object: Record<string, unknown>, id = evtId()) {
-  return {
-    id,
-    object: "event",
-    api_version: "2026-10-28.endive",
-    created: Math.floor(Date.now() / 1000),
-    data: { object },
-    livemode: false,
-    pending_webhooks: 1,
-    request: { id: null, idempotency_key: null },
-    type,
-  };
-}
 
 const completed = (
   session: { id: string; amount_total: number | null; client_reference_id: string | null },
@@ -133,7 +118,7 @@ for (const kind of DB_KINDS) {
     it("credits only a verified checkout.session.completed, once, whatever the replays", async () => {
       const user = await signedInClient(env.url, "paid");
       const session = await topUp(user, 1000);
-      const body = event("checkout.session.completed", completed(session, "pi_paid_1"));
+      const body = stripeEvent("checkout.session.completed", completed(session, "pi_paid_1"));
 
       const payload = JSON.stringify(body);
       expect((await deliver(payload)).status).toBe(400); // no signature
@@ -163,14 +148,14 @@ for (const kind of DB_KINDS) {
       const { id: userId } = await me(user);
       const theirs = await topUp(victim, 2000);
       const unknown = { id: "cs_test_not_ours", amount_total: 50000, client_reference_id: userId };
-      expect((await signed(event("checkout.session.completed", completed(unknown, "pi_x")))).status).toBe(
-        200,
-      );
+      expect(
+        (await signed(stripeEvent("checkout.session.completed", completed(unknown, "pi_x")))).status,
+      ).toBe(200);
       // The victim's session re-pointed at the forger: not credited to anyone.
       const stolen = completed({ ...theirs, client_reference_id: userId }, "pi_y");
-      expect((await signed(event("checkout.session.completed", stolen))).status).toBe(200);
+      expect((await signed(stripeEvent("checkout.session.completed", stolen))).status).toBe(200);
       const unpaid = { ...completed(theirs, "pi_z"), payment_status: "unpaid" };
-      expect((await signed(event("checkout.session.completed", unpaid))).status).toBe(200);
+      expect((await signed(stripeEvent("checkout.session.completed", unpaid))).status).toBe(200);
       expect((await wallet(user)).balance).toBe(2000);
       expect((await wallet(victim)).balance).toBe(2000);
     });
@@ -180,15 +165,17 @@ for (const kind of DB_KINDS) {
       const session = await topUp(user, 3000);
       const pi = `pi_refund_${process.pid}_${kind}`;
       // A refund that arrives before its checkout completed: not known yet, Stripe retries.
-      const early = event("charge.refunded", charge(pi, 3000, 500));
+      const early = stripeEvent("charge.refunded", charge(pi, 3000, 500));
       expect((await signed(early)).status).toBe(503);
-      expect((await signed(event("checkout.session.completed", completed(session, pi)))).status).toBe(200);
+      expect((await signed(stripeEvent("checkout.session.completed", completed(session, pi)))).status).toBe(
+        200,
+      );
       expect((await wallet(user)).balance).toBe(5000);
       expect((await signed(early)).status).toBe(200); // the retry
       expect((await wallet(user)).balance).toBe(4500);
       // A second partial refund (cumulative 1200), then the first one delivered again late.
-      expect((await signed(event("charge.refunded", charge(pi, 3000, 1200)))).status).toBe(200);
-      expect((await signed(event("charge.refunded", charge(pi, 3000, 500)))).status).toBe(200);
+      expect((await signed(stripeEvent("charge.refunded", charge(pi, 3000, 1200)))).status).toBe(200);
+      expect((await signed(stripeEvent("charge.refunded", charge(pi, 3000, 500)))).status).toBe(200);
       expect((await wallet(user)).balance).toBe(3800);
       const dispute = {
         id: `dp_${pi}`,
@@ -200,7 +187,7 @@ for (const kind of DB_KINDS) {
         reason: "fraudulent",
         status: "needs_response",
       };
-      const disputed = event("charge.dispute.created", dispute);
+      const disputed = stripeEvent("charge.dispute.created", dispute);
       expect((await signed(disputed)).status).toBe(200);
       expect((await signed(disputed)).status).toBe(200);
       expect((await wallet(user)).balance).toBe(2000);
@@ -230,17 +217,21 @@ for (const kind of DB_KINDS) {
       const user = await signedInClient(env.url, "delayed");
       const session = await topUp(user, 1200);
       const pi = `pi_delayed_${process.pid}_${kind}`;
-      expect((await signed(event("checkout.session.completed", pending(session, pi)))).status).toBe(200);
+      expect((await signed(stripeEvent("checkout.session.completed", pending(session, pi)))).status).toBe(
+        200,
+      );
       expect((await wallet(user)).balance).toBe(2000);
       expect(await statusOf(session.id)).toBe("processing");
-      const succeeded = event("checkout.session.async_payment_succeeded", completed(session, pi));
+      const succeeded = stripeEvent("checkout.session.async_payment_succeeded", completed(session, pi));
       expect((await signed(succeeded)).status).toBe(200);
       expect((await wallet(user)).balance).toBe(3200);
       expect(await statusOf(session.id)).toBe("paid");
       // A replay, and the same outcome as another event: credited once.
       expect((await signed(succeeded)).status).toBe(200);
       expect((await signed({ ...succeeded, id: evtId() })).status).toBe(200);
-      expect((await signed(event("checkout.session.completed", completed(session, pi)))).status).toBe(200);
+      expect((await signed(stripeEvent("checkout.session.completed", completed(session, pi)))).status).toBe(
+        200,
+      );
       expect((await wallet(user)).balance).toBe(3200);
 
       // Out of order: the success arrives before Checkout's completion (unpaid), which then
@@ -248,15 +239,17 @@ for (const kind of DB_KINDS) {
       const early = await topUp(user, 800);
       const pi2 = `${pi}_early`;
       expect(
-        (await signed(event("checkout.session.async_payment_succeeded", completed(early, pi2)))).status,
+        (await signed(stripeEvent("checkout.session.async_payment_succeeded", completed(early, pi2)))).status,
       ).toBe(200);
-      expect((await signed(event("checkout.session.completed", pending(early, pi2)))).status).toBe(200);
+      expect((await signed(stripeEvent("checkout.session.completed", pending(early, pi2)))).status).toBe(200);
       expect(await statusOf(early.id)).toBe("paid");
       expect((await wallet(user)).balance).toBe(4000);
       const other = await signedInClient(env.url, "delayed-other");
       const theirs = await topUp(other, 900);
       const forged = { ...pending(theirs, "pi_forged"), client_reference_id: (await me(user)).id };
-      expect((await signed(event("checkout.session.async_payment_succeeded", forged))).status).toBe(200);
+      expect((await signed(stripeEvent("checkout.session.async_payment_succeeded", forged))).status).toBe(
+        200,
+      );
       expect((await wallet(user)).balance).toBe(4000);
       expect((await wallet(other)).balance).toBe(2000);
       const topups = (await user.get("/api/v1/billing/ledger?kind=topup")).body.entries;
@@ -277,8 +270,10 @@ for (const kind of DB_KINDS) {
         const { email } = await me(user);
         const session = await topUp(user, 1500);
         const pi = `pi_failed_${process.pid}_${kind}`;
-        expect((await signed(event("checkout.session.completed", pending(session, pi)))).status).toBe(200);
-        const failed = event("checkout.session.async_payment_failed", pending(session, pi));
+        expect((await signed(stripeEvent("checkout.session.completed", pending(session, pi)))).status).toBe(
+          200,
+        );
+        const failed = stripeEvent("checkout.session.async_payment_failed", pending(session, pi));
         expect((await signed(failed)).status).toBe(200);
         expect((await signed(failed)).status).toBe(200);
         expect((await signed({ ...failed, id: evtId() })).status).toBe(200);
@@ -289,7 +284,7 @@ for (const kind of DB_KINDS) {
         const other = await signedInClient(env.url, "bounced-other");
         const theirs = await topUp(other, 700);
         const forged = { ...pending(theirs, "pi_x2"), client_reference_id: (await me(user)).id };
-        expect((await signed(event("checkout.session.async_payment_failed", forged))).status).toBe(200);
+        expect((await signed(stripeEvent("checkout.session.async_payment_failed", forged))).status).toBe(200);
         expect(await statusOf(theirs.id)).toBe("open");
         expect(told).toHaveLength(1);
       } finally {

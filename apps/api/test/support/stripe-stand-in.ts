@@ -62,7 +62,7 @@ type StripeEventShape = Pick<
 > & { type: string; data: { object: Record<string, unknown> } };
 
 let eventSeq = 0;
-function stripeEvent(type: string, object: Record<string, unknown>, id?: string): StripeEventShape {
+export function stripeEvent(type: string, object: Record<string, unknown>, id?: string): StripeEventShape {
   return {
     id: id ?? `evt_test_${process.pid}_${Date.now()}_${eventSeq++}`,
     object: "event",
