@@ -1,7 +1,7 @@
 import type { Db } from "../store/db.ts";
 import type { IpPool } from "../store/ip-pool.ts";
 
-type ParkedState = "filling" | "ready" | "claimed";
+type ParkedState = "filling" | "ready" | "claimed" | "retiring";
 
 /** One clone of the warm pool: restored from the golden under a pool slug, belonging to no box. */
 export interface ParkedVm {
@@ -105,6 +105,34 @@ export class ParkedStore {
       if (!row) return null;
       if (!this.ipPool.rename(row.slug, box)) throw new Error(`parked clone ${row.slug} holds no address`);
       return toParked(row);
+    })();
+  }
+
+  /**
+   * One surplus ready clone of `template`, now `retiring` (no claim takes it); null when the
+   * pool holds no more than it should. Surplus: clones whose data volume is not `diskGb`
+   * (the pool's size changed), then, past `target` ready and filling clones, the newest
+   * ready one. Atomic with claims: a clone is either claimed or retired, never both, and a
+   * claimed or filling clone is never retired.
+   */
+  takeSurplus(template: string, diskGb: number, target: number): ParkedVm | null {
+    return this.db.transaction(() => {
+      const { n } = this.db
+        .prepare(
+          `SELECT count(*) AS n FROM parked_vms
+           WHERE template = ? AND disk_gb = ? AND state IN ('ready', 'filling')`,
+        )
+        .get(template, diskGb) as { n: number };
+      const row = this.db
+        .prepare(
+          `UPDATE parked_vms SET state = 'retiring'
+           WHERE slug = (SELECT slug FROM parked_vms WHERE state = 'ready' AND template = ?
+                           AND (disk_gb <> ? OR ? > ?)
+                         ORDER BY disk_gb = ?, created_at DESC, slug DESC LIMIT 1)
+           RETURNING *`,
+        )
+        .get(template, diskGb, n, target, diskGb) as Row | undefined;
+      return row ? toParked(row) : null;
     })();
   }
 

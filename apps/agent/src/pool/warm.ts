@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { BOX_SIZES, findTemplate } from "@doppio/contracts";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.ts";
 import type { AgentConfig } from "../config.ts";
@@ -30,6 +31,9 @@ export interface PoolState {
   target: number;
   ready: number;
   filling: number;
+  /** What one clone of the template takes on this host: its data volume and guest memory. */
+  diskGb: number;
+  memoryMb: number;
 }
 
 /**
@@ -69,11 +73,17 @@ export class WarmPool {
     return this.#d.config.metadata.enabled && typeof this.#d.executor.claimParked === "function";
   }
 
-  /** Pool sizes per template (the control plane's settings replace the configured ones). */
+  /**
+   * Pool sizes per template (the control plane's settings replace the configured ones), with
+   * every heartbeat answer: each one also starts a pass that fills a pool short of its size
+   * (a clone may have gone outside the pool's doing, e.g. reconcile removed an orphan) and
+   * retires the surplus of one over it. Unchanged sizes wait for a pending retry after a
+   * failed fill (its backoff stands); changed ones start the pass at once.
+   */
   setTargets(targets: Record<string, number>): void {
     const changed = JSON.stringify(targets) !== JSON.stringify(this.#targets);
     this.#targets = { ...targets };
-    if (changed) this.refill();
+    if (changed || !this.#retry) this.refill();
   }
 
   state(): PoolState[] {
@@ -84,7 +94,18 @@ export class WarmPool {
       target: this.#targets[template] ?? 0,
       ready: counts.get(template)?.ready ?? 0,
       filling: counts.get(template)?.filling ?? 0,
+      diskGb: this.#diskGb(template),
+      memoryMb: this.#template(template)?.memoryMb ?? 0,
     }));
+  }
+
+  #template(name: string): AgentConfig["templates"][number] | undefined {
+    return this.#d.config.templates.find((t) => t.name === name);
+  }
+
+  /** The data volume of the template's clones: the template's default box size's, unless configured. */
+  #diskGb(template: string): number {
+    return this.#d.config.warmPool.diskGb ?? BOX_SIZES[findTemplate(template)?.boxSize ?? "small"].diskGb;
   }
 
   /** Slugs the pool owns (reconcile must not take their VMs, TAPs or addresses for orphans). */
@@ -206,8 +227,9 @@ export class WarmPool {
   }
 
   async #fillOnce(): Promise<void> {
-    const diskGb = this.#d.config.warmPool.diskGb;
+    if (!(await this.#trim())) this.#retryLater();
     for (const t of this.#d.config.templates) {
+      const diskGb = this.#diskGb(t.name);
       for (;;) {
         if (this.#closed) return;
         const target = this.#targets[t.name] ?? 0;
@@ -222,6 +244,36 @@ export class WarmPool {
         this.#retryMs = 5_000;
       }
     }
+  }
+
+  /**
+   * Retires surplus clones (the size was lowered, or the template or its disk size changed):
+   * each is first moved to `retiring` in one transaction, so a create racing the shrink
+   * either claimed it before (and it is not surplus) or does not find it (and claims another
+   * or restores from the golden); then its VM, TAP, firewall element, volume and address go.
+   * False when a removal failed (the row stays `retiring`; the next pass or a restart retries).
+   */
+  async #trim(): Promise<boolean> {
+    const names = new Set([
+      ...this.#d.config.templates.map((t) => t.name),
+      ...Object.keys(this.#targets),
+      ...this.#d.parked.counts().keys(),
+    ]);
+    for (const template of names) {
+      while (this.#d.parked.takeSurplus(template, this.#diskGb(template), this.#targets[template] ?? 0));
+    }
+    let ok = true;
+    for (const p of this.#d.parked.all()) {
+      if (p.state !== "retiring" || this.#closed) continue;
+      try {
+        await this.discard(p.slug);
+        this.#log.info({ slug: p.slug, template: p.template }, "surplus pool clone retired");
+      } catch (err) {
+        this.#log.error({ err, slug: p.slug }, "retiring a pool clone failed");
+        ok = false;
+      }
+    }
+    return ok;
   }
 
   #retryLater(): void {

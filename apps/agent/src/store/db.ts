@@ -96,6 +96,29 @@ const MIGRATIONS: string[] = [
   );
   CREATE INDEX parked_vms_ready ON parked_vms (state, template, disk_gb, created_at);
   `,
+  // Warm pool: `retiring` rows are surplus clones being removed after the pool size was
+  // lowered (no claim takes them; a restart finishes removing them). SQLite cannot change a
+  // CHECK constraint in place, so the table is rebuilt.
+  `
+  CREATE TABLE parked_vms_next (
+    slug          TEXT PRIMARY KEY,
+    template      TEXT NOT NULL,
+    disk_gb       INTEGER NOT NULL,
+    state         TEXT NOT NULL CHECK (state IN ('filling', 'ready', 'claimed', 'retiring')),
+    ip            TEXT,
+    token_sha256  TEXT UNIQUE,
+    generation    INTEGER NOT NULL,
+    box           TEXT UNIQUE,
+    created_at    TEXT NOT NULL,
+    claimed_at    TEXT
+  );
+  INSERT INTO parked_vms_next
+    SELECT slug, template, disk_gb, state, ip, token_sha256, generation, box, created_at, claimed_at
+    FROM parked_vms;
+  DROP TABLE parked_vms;
+  ALTER TABLE parked_vms_next RENAME TO parked_vms;
+  CREATE INDEX parked_vms_ready ON parked_vms (state, template, disk_gb, created_at);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -1,8 +1,10 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tokenSha256 } from "../../src/metadata/tokens.ts";
+import { tapNameForIp } from "../../src/net/naming.ts";
+import { ParkedStore } from "../../src/pool/parked.ts";
 import { buildMinimalImage, qemuUnavailable } from "../qemu/support.ts";
 import { boxJobs, startCp, type TestCp, waitFor, waitForBox } from "../support/agent-harness.ts";
 import { TestNetns } from "../support/netns.ts";
@@ -32,6 +34,7 @@ describe.skipIf(missing !== null)("warm pool on real QEMU", { timeout: 600_000 }
   let dataDir: string;
   let pa: PoolAgent;
 
+  const parkedRows = () => new ParkedStore(pa.agent.db, pa.agent.ipPool).all();
   const readyCount = () => pa.agent.pool.state().find((s) => s.template === "minimal")?.ready ?? 0;
   const waitFull = () =>
     waitFor("the pool to be full", () => readyCount() === POOL_SIZE, 300_000, 500).then(() =>
@@ -175,6 +178,109 @@ describe.skipIf(missing !== null)("warm pool on real QEMU", { timeout: 600_000 }
     // The clones still in the pool are untouched by that pass.
     for (const s of pa.agent.pool.slugs()) expect(await pa.executor.inspect(s)).toBe("running");
   });
+
+  /** Everything a parked clone holds on the host, as the host shows it (not the agent's records). */
+  function hostTraces(slug: string, ip: string): string[] {
+    const traces: string[] = [];
+    const tap = tapNameForIp(ip);
+    if (existsSync(join(dataDir, "qemu", "boxes", slug))) traces.push("VM directory (disks, volume)");
+    if (ns.exec("ip", ["-o", "link", "show"]).includes(`${tap}:`)) traces.push(`TAP ${tap}`);
+    if (ns.exec("nft", ["list", "ruleset"]).includes(tap)) traces.push(`firewall element of ${tap}`);
+    if (pa.agent.ipPool.get(slug) !== null) traces.push(`address ${ip}`);
+    if (pa.agent.routes.get(slug)) traces.push("routes");
+    return traces;
+  }
+
+  const setSize = async (size: number) => {
+    const res = await cp.admin.request("PATCH", `/api/v1/servers/${cp.serverName}/warm-pool`, {
+      sizes: { minimal: size },
+    });
+    expect(res.status).toBe(200);
+    // The size reaches the agent with its next heartbeat answer.
+    await pa.agent.heartbeat.beatOnce();
+  };
+
+  it("lowering the size retires surplus ready clones, leaving nothing of them on the host", async () => {
+    // The orphan removed above left the pool short: the next heartbeat answer refills it.
+    await setSize(POOL_SIZE);
+    await waitFull();
+    const before = parkedRows();
+    expect(before.map((p) => p.state)).toEqual(["ready", "ready"]);
+    await setSize(1);
+    await waitFor("one clone retired", () => parkedRows().length === 1, 120_000, 250);
+    await pa.agent.pool.idle();
+    const [kept] = parkedRows();
+    // The oldest stays (claims take the oldest); the newer one is gone with all it held.
+    expect(kept).toMatchObject({ slug: before[0]!.slug, state: "ready" });
+    expect(await pa.executor.inspect(kept!.slug)).toBe("running");
+    const retired = before[1]!;
+    expect(await pa.executor.inspect(retired.slug)).toBe("gone");
+    expect(hostTraces(retired.slug, retired.ip!)).toEqual([]);
+    expect(pa.agent.pool.state()).toContainEqual(
+      expect.objectContaining({ target: 1, ready: 1, filling: 0 }),
+    );
+    // The control plane sees it with the next heartbeat.
+    await pa.agent.heartbeat.beatOnce();
+    const server = (await cp.admin.get(`/api/v1/servers/${cp.serverName}`)).body;
+    expect(server.warmPool).toContainEqual(
+      expect.objectContaining({ template: "minimal", size: 1, ready: 1 }),
+    );
+  });
+
+  it("a create racing a shrink to 0 gets the clone or the golden path, never a half-removed clone", async () => {
+    const [clone] = parkedRows();
+    expect(clone?.state).toBe("ready");
+    // Both at once: the create's claim and the shrink's retire meet at the one ready clone.
+    const [created] = await Promise.all([
+      cp.admin.post("/api/v1/boxes", { template: "minimal", name: "shrink-race" }),
+      setSize(0),
+    ]);
+    expect(created.status).toBe(202);
+    const box = await waitForBox(cp, "shrink-race", "running", 300_000);
+    await pa.agent.pool.idle();
+    const [job] = await boxJobs(cp, "shrink-race");
+    const steps = job.steps.map((s: { name: string }) => s.name);
+    const path = steps.includes("claim_clone") ? "pool" : "golden";
+    // Either way the box is whole and its own.
+    const ip = box.ip as string;
+    expect(ns.curl(`http://${ip}:8000/`).trim()).toBe("shrink-race");
+    expect(ns.curl(`http://${ip}:8000/cgi-bin/identity`)).toContain("hostname=shrink-race\n");
+    expect(metadataOf(dataDir, "shrink-race").slug).toBe("shrink-race");
+    // The clone either became the box (at its address) or was retired without a trace.
+    if (path === "pool") expect(ip).toBe(clone!.ip);
+    else expect(hostTraces(clone!.slug, clone!.ip!)).toEqual([]);
+    expect(await pa.executor.inspect(clone!.slug)).toBe("gone");
+    expect(parkedRows()).toEqual([]);
+    console.log(`[warm pool] the create racing the shrink took the ${path} path`);
+    await cp.admin.del("/api/v1/boxes/shrink-race");
+    await waitFor(
+      "deleted",
+      async () => (await cp.admin.get("/api/v1/boxes/shrink-race")).status === 404,
+      120_000,
+    );
+  });
+
+  it("a shrink while a clone is being handed over leaves that clone to its box", async () => {
+    await setSize(1);
+    await waitFull1();
+    const [clone] = parkedRows();
+    const created = await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "mid-claim" });
+    expect(created.status).toBe(202);
+    // The claim is made (the row is the box's), the hand-over not finished: shrink now.
+    await waitFor("the clone claimed", () => pa.agent.pool.claimedFor("mid-claim") !== null, 120_000, 20);
+    await setSize(0);
+    const box = await waitForBox(cp, "mid-claim", "running", 300_000);
+    await pa.agent.pool.idle();
+    expect(box.ip).toBe(clone!.ip);
+    const [job] = await boxJobs(cp, "mid-claim");
+    expect(job.steps.map((s: { name: string }) => s.name)).toContain("claim_clone");
+    expect(ns.curl(`http://${box.ip}:8000/`).trim()).toBe("mid-claim");
+    expect(parkedRows()).toEqual([]);
+    await cp.admin.del("/api/v1/boxes/mid-claim");
+  });
+
+  const waitFull1 = () =>
+    waitFor("one clone ready", () => readyCount() === 1, 300_000, 500).then(() => pa.agent.pool.idle());
 
   function a_routes(slug: string): string | null {
     return pa.agent.routes.get(slug)?.upstream(8000) ?? null;
