@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { BOX_SIZES, DEFAULT_TEMPLATE, findTemplate } from "@doppio/contracts";
+import { DEFAULT_TEMPLATE, findTemplate } from "@doppio/contracts";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 import { cidrProblem } from "./cidr.ts";
@@ -98,14 +98,14 @@ export const AgentConfig = z
       .default([Template.parse({ name: DEFAULT_TEMPLATE })]),
     /**
      * Warm pool (pool/warm.ts): clones per template kept restored and parked, ready for a
-     * create to claim, each with a `diskGb` data volume (creates of another disk size take
-     * the golden path). The control plane's per-template settings, when it sends them,
-     * replace `sizes`.
+     * create to claim, each with the data volume of the template's default box size, or
+     * `diskGb` when set (creates of another disk size take the golden path). The control
+     * plane's per-template settings, when it sends them, replace `sizes`.
      */
     warmPool: z
       .strictObject({
         sizes: z.record(z.string(), z.number().int().min(0).max(32)).default({}),
-        diskGb: z.number().int().min(1).default(BOX_SIZES.small.diskGb),
+        diskGb: z.number().int().min(1).optional(),
       })
       .prefault({}),
     /** What the host offers boxes; measured from the OS when unset. */

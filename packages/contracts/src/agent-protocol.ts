@@ -206,6 +206,9 @@ export const WarmPoolState = z.object({
   target: z.number().int().nonnegative(),
   ready: z.number().int().nonnegative(),
   filling: z.number().int().nonnegative(),
+  /** What one clone takes on the host (its data volume, its guest memory); absent from older agents. */
+  diskGb: z.number().int().nonnegative().optional(),
+  memoryMb: z.number().int().nonnegative().optional(),
 });
 export type WarmPoolState = z.infer<typeof WarmPoolState>;
 
