@@ -1,7 +1,7 @@
 import type { JobEvent } from "@doppio/contracts";
 import { describe, expect, it } from "vitest";
 import { applyJobEvents, type JobState } from "../src/domain/job-events.ts";
-import { type Candidate, placeBox } from "../src/domain/placement.ts";
+import { type Candidate, type PoolOnServer, placeBox, poolReservation } from "../src/domain/placement.ts";
 
 const now = new Date("2026-01-01T12:00:00Z");
 const server = (over: Partial<Candidate>): Candidate => ({
@@ -96,15 +96,74 @@ describe("placement", () => {
     expect(sized.ok && sized.server.name).toBe("small");
   });
 
+  const pool = (over: Partial<PoolOnServer> = {}): PoolOnServer => ({
+    template: "minimal",
+    target: 1,
+    ready: 1,
+    filling: 0,
+    diskGb: 10,
+    memoryMb: 256,
+    ...over,
+  });
+  const forMinimal = { ...opts, template: "minimal" };
+
   it("prefers a server with a ready warm-pool clone of the template over more headroom", () => {
     const roomy = server({ name: "roomy" });
-    const pooled = server({ name: "pooled", poolReady: 1, used: { vcpu: 4, memoryMb: 8000, diskGb: 50 } });
-    expect(placeBox([roomy, pooled], small, opts)).toMatchObject({ ok: true, server: { name: "pooled" } });
+    const pooled = server({ name: "pooled", pools: [pool()], used: { vcpu: 4, memoryMb: 8000, diskGb: 50 } });
+    expect(placeBox([roomy, pooled], small, forMinimal)).toMatchObject({
+      ok: true,
+      server: { name: "pooled" },
+    });
     // An empty pool counts for nothing; a full server is still refused.
-    const drained = { ...pooled, poolReady: 0 };
-    expect(placeBox([roomy, drained], small, opts)).toMatchObject({ ok: true, server: { name: "roomy" } });
+    const drained = { ...pooled, pools: [pool({ ready: 0, filling: 1 })] };
+    expect(placeBox([roomy, drained], small, forMinimal)).toMatchObject({
+      ok: true,
+      server: { name: "roomy" },
+    });
     const full = { ...pooled, used: { vcpu: 8, memoryMb: 16384, diskGb: 100 } };
-    expect(placeBox([roomy, full], small, opts)).toMatchObject({ ok: true, server: { name: "roomy" } });
+    expect(placeBox([roomy, full], small, forMinimal)).toMatchObject({ ok: true, server: { name: "roomy" } });
+    // Another template's clones, or clones of another data-volume size, cannot be claimed by this create.
+    const other = { ...pooled, pools: [pool({ template: "code", diskGb: 20, memoryMb: 1536 })] };
+    expect(placeBox([roomy, other], small, forMinimal)).toMatchObject({
+      ok: true,
+      server: { name: "roomy" },
+    });
+    const medium = { vcpu: 2, memoryMb: 4096, diskGb: 20 };
+    expect(placeBox([roomy, pooled], medium, forMinimal)).toMatchObject({
+      ok: true,
+      server: { name: "roomy" },
+    });
+  });
+
+  it("reserves each pool's clones at their real size: the template's data volume and memory", () => {
+    // 100 GB disk, 80 used by boxes; a pool of 2 `code` clones with 20 GB volumes each holds
+    // 40 more: no room for a 10 GB box (at a 10 GB guess per clone there would have been).
+    const codePool = pool({ template: "code", target: 2, ready: 2, diskGb: 20, memoryMb: 1536 });
+    const host = server({ name: "host", used: { vcpu: 1, memoryMb: 2048, diskGb: 60 }, pools: [codePool] });
+    expect(poolReservation([codePool])).toEqual({ vcpu: 0, memoryMb: 3072, diskGb: 40 });
+    expect(placeBox([host], small, forMinimal)).toEqual({
+      ok: false,
+      reasons: ["host: not enough diskGb"],
+    });
+    expect(placeBox([{ ...host, pools: [{ ...codePool, diskGb: 10 }] }], small, forMinimal)).toMatchObject({
+      ok: true,
+    });
+    // Memory too: 16 GB, 8 GB used, a pool of 4 clones of 2 GB guests leaves nothing for a 2 GB box.
+    const bigPool = pool({ target: 4, ready: 4, memoryMb: 2048, diskGb: 1 });
+    const tight = server({ name: "tight", used: { vcpu: 1, memoryMb: 8192, diskGb: 0 }, pools: [bigPool] });
+    expect(placeBox([tight], small, forMinimal)).toEqual({
+      ok: false,
+      reasons: ["tight: not enough memoryMb"],
+    });
+    // A pool counts at the larger of its size and the clones it holds: filling up to a size of 3,
+    // or still holding 3 after its size was lowered to 1.
+    expect(poolReservation([pool({ target: 3, ready: 1, filling: 0 })]).diskGb).toBe(30);
+    expect(poolReservation([pool({ target: 1, ready: 3, filling: 0 })]).diskGb).toBe(30);
+    expect(poolReservation([pool({ target: 0, ready: 0, filling: 0 })]).diskGb).toBe(0);
+    // Pools count against headroom too: the emptier host wins.
+    const a = server({ name: "a", pools: [pool({ target: 4, ready: 4, diskGb: 20 })] });
+    const b = server({ name: "b", used: { vcpu: 0, memoryMb: 0, diskGb: 40 } });
+    expect(placeBox([a, b], small, opts)).toMatchObject({ ok: true, server: { name: "b" } });
   });
 
   it("places nothing on draining or disabled servers", () => {

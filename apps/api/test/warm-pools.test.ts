@@ -91,4 +91,39 @@ describeOnEachDb("warm pools", (env) => {
     const second = await admin.post("/api/v1/boxes", { template: "minimal", name: "pooled-two" });
     expect(second.body.box.server).toBe("pool-a");
   });
+
+  it("counts a host's pool clones against its capacity at the size its agent reports", async () => {
+    await setup();
+    // Only pool-c takes boxes here.
+    for (const name of ["pool-a", "pool-b"])
+      expect((await admin.post(`/api/v1/servers/${name}/actions`, { action: "drain" })).status).toBe(200);
+    const capacity = { vcpu: 16, memoryMb: 65536, diskGb: 100 };
+    const hostC = await registerServer(admin, "pool-c", { capacity });
+    const report = (p: Record<string, unknown>) =>
+      hostC.post(
+        "/agent/v1/heartbeat",
+        heartbeat({ minimal: "ready" }, { capacity, pool: [{ ...pool("code", 0, 0, 0), ...p }] }),
+      );
+    const create = (name: string) => admin.post("/api/v1/boxes", { template: "minimal", name });
+
+    // Four `code` clones with 20 GB volumes hold 80 of 100 GB: a 10 GB box still fits.
+    await report({ target: 4, ready: 4, diskGb: 20, memoryMb: 1536 });
+    const fits = await create("beside-pool");
+    expect(fits.status).toBe(202);
+    expect(fits.body.box.server).toBe("pool-c");
+    // One more clone (filling) and 90 + 10 GB leave no room for another 10 GB box.
+    await report({ target: 5, ready: 4, filling: 1, diskGb: 20, memoryMb: 1536 });
+    const full = await create("no-room");
+    expect(full.status).toBe(503);
+    expect(full.body.error.details.reasons).toContain("pool-c: not enough diskGb");
+    // An agent that does not report the clone size: the template's catalog size (medium, 20 GB) counts.
+    await report({ target: 5, ready: 5 });
+    expect((await create("no-room")).status).toBe(503);
+    // Smaller clones (an agent configured so) leave room again.
+    await report({ target: 5, ready: 5, diskGb: 2, memoryMb: 1536 });
+    expect((await create("room-again")).status).toBe(202);
+
+    for (const name of ["pool-a", "pool-b"])
+      await admin.post(`/api/v1/servers/${name}/actions`, { action: "activate" });
+  });
 });

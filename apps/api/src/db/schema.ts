@@ -174,6 +174,9 @@ export const serverWarmPools = pgTable(
     target: integer("target").notNull().default(0),
     ready: integer("ready").notNull().default(0),
     filling: integer("filling").notNull().default(0),
+    /** What one clone takes on that host, as the agent reports it (null: not reported yet). */
+    diskGb: integer("disk_gb"),
+    memoryMb: integer("memory_mb"),
     updatedAt: ts("updated_at").notNull(),
   },
   (t) => [primaryKey({ columns: [t.serverId, t.template] })],

@@ -13,24 +13,69 @@ export interface Candidate {
   used: Resources;
   /** Golden status of the requested template on this server. */
   golden: "missing" | "building" | "ready" | "stale" | "failed" | null;
-  /** Warm-pool clones of the template ready to claim there, as its agent last reported (absent: 0). */
-  poolReady?: number;
+  /** The server's warm pools, every template's (absent: none). */
+  pools?: readonly PoolOnServer[];
+}
+
+/** One template's warm pool on a server, as its agent last reported it. */
+export interface PoolOnServer {
+  template: string;
+  /** The size the agent aims at, and clones ready to claim or being made. */
+  target: number;
+  ready: number;
+  filling: number;
+  /** What one clone takes there: its data volume and its guest memory. */
+  diskGb: number;
+  memoryMb: number;
+}
+
+/**
+ * What a server's warm pools hold: each pool at the larger of its size and the clones it
+ * has (a pool fills up to its size, and a lowered one still holds its surplus until it is
+ * retired), each clone its own data volume and guest memory. No vCPU: a parked guest idles.
+ */
+export function poolReservation(pools: readonly PoolOnServer[]): Resources {
+  const r = { vcpu: 0, memoryMb: 0, diskGb: 0 };
+  for (const p of pools) {
+    const clones = Math.max(p.target, p.ready + p.filling);
+    r.memoryMb += clones * p.memoryMb;
+    r.diskGb += clones * p.diskGb;
+  }
+  return r;
+}
+
+/** Whether a create of `template` with a `diskGb` data volume would claim a clone there. */
+function hasReadyClone(s: Candidate, template: string, diskGb: number): boolean {
+  return (s.pools ?? []).some((p) => p.template === template && p.diskGb === diskGb && p.ready > 0);
 }
 
 export type PlacementResult = { ok: true; server: Candidate } | { ok: false; reasons: string[] };
 
 /**
- * Picks an active server with a fresh heartbeat, room for `need`, and a ready golden
- * snapshot of the template (or, for the default template only, a server that can cold-boot
- * it). Among those it prefers a ready golden, then a ready warm-pool clone (a create there
- * skips the restore), then the most headroom, so boxes spread across hosts.
+ * Picks an active server with a fresh heartbeat, room for `need` beside its boxes and its
+ * warm pools, and a ready golden snapshot of the template (or, for the default template
+ * only, a server that can cold-boot it). Among those it prefers a ready golden, then a ready
+ * warm-pool clone of the template with the box's data-volume size (a create there skips the
+ * restore; a clone of another size cannot be claimed), then the most headroom, so boxes
+ * spread across hosts.
  */
 export function placeBox(
   candidates: readonly Candidate[],
   need: Resources,
-  opts: { now: Date; heartbeatFreshMs: number; allowColdBoot: boolean },
+  opts: { now: Date; heartbeatFreshMs: number; allowColdBoot: boolean; template?: string },
 ): PlacementResult {
   const reasons = new Set<string>();
+  const withPools = candidates.map((s) => {
+    const held = poolReservation(s.pools ?? []);
+    return {
+      ...s,
+      used: {
+        vcpu: s.used.vcpu + held.vcpu,
+        memoryMb: s.used.memoryMb + held.memoryMb,
+        diskGb: s.used.diskGb + held.diskGb,
+      },
+    };
+  });
   const rejection = (s: Candidate): string | null => {
     if (s.status !== "active") return "not active";
     if (!s.lastHeartbeatAt || opts.now.getTime() - s.lastHeartbeatAt.getTime() > opts.heartbeatFreshMs) {
@@ -42,7 +87,7 @@ export function placeBox(
     if (s.golden !== "ready" && !opts.allowColdBoot) return "template not ready";
     return null;
   };
-  const fits = candidates.filter((s) => {
+  const fits = withPools.filter((s) => {
     const why = rejection(s);
     if (why) reasons.add(`${s.name}: ${why}`);
     return why === null;
@@ -57,12 +102,15 @@ export function placeBox(
         (key) => (s.capacity[key] - s.used[key] - need[key]) / s.capacity[key],
       ),
     );
+  const pooled = (s: Candidate) =>
+    opts.template !== undefined && hasReadyClone(s, opts.template, need.diskGb);
   const ranked = [...fits].sort(
     (a, b) =>
       Number(b.golden === "ready") - Number(a.golden === "ready") ||
-      Number((b.poolReady ?? 0) > 0) - Number((a.poolReady ?? 0) > 0) ||
+      Number(pooled(b)) - Number(pooled(a)) ||
       headroom(b) - headroom(a) ||
       a.name.localeCompare(b.name),
   );
-  return { ok: true, server: ranked[0]! };
+  const best = ranked[0]!;
+  return { ok: true, server: candidates.find((s) => s.id === best.id) ?? best };
 }

@@ -15,15 +15,7 @@ import { newId } from "../auth/secrets.ts";
 import { requireCredit } from "../billing/funds.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
-import {
-  agentJobs,
-  boxes,
-  servers,
-  serverTemplates,
-  serverWarmPools,
-  templates,
-  users,
-} from "../db/schema.ts";
+import { agentJobs, boxes, servers, serverTemplates, templates, users } from "../db/schema.ts";
 import { type Candidate, placeBox } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
 import { usableRepos } from "../github/installations.ts";
@@ -32,6 +24,7 @@ import { type BoxRow, loadBoxView, publishBox, toBox } from "./box-view.ts";
 import { usedByServer } from "./capacity.ts";
 import { insertJob, type JobRow } from "./jobs.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
+import { poolsForPlacement } from "./warm-pools.ts";
 
 /** `owner/name` as GitHub spells it, when the user connected that repository; else a refusal. */
 async function connectedRepo(ctx: Ctx, userId: string, fullName: string): Promise<string> {
@@ -93,7 +86,7 @@ async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
     .select()
     .from(serverTemplates)
     .where(and(eq(serverTemplates.template, template.name), eq(serverTemplates.version, template.version)));
-  const pools = await tx.select().from(serverWarmPools).where(eq(serverWarmPools.template, template.name));
+  const pools = await poolsForPlacement(tx);
   return rows.map((s) => {
     return {
       id: s.id,
@@ -103,7 +96,7 @@ async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
       capacity: { vcpu: s.vcpu, memoryMb: s.memoryMb, diskGb: s.diskGb },
       used: used(s.id),
       golden: golden.find((g) => g.serverId === s.id)?.status ?? null,
-      poolReady: pools.find((w) => w.serverId === s.id)?.ready ?? 0,
+      pools: pools(s.id),
     };
   });
 }
@@ -159,6 +152,7 @@ export async function createBox(
           now: ctx.clock.now(),
           heartbeatFreshMs: ctx.config.heartbeatFreshMs,
           allowColdBoot: template.isDefault,
+          template: template.name,
         });
         if (!placement.ok) {
           throw new AppError("no_capacity", "no server can take this box right now; try again shortly", {

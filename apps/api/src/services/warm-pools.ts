@@ -1,7 +1,9 @@
-import type { Heartbeat, Server, WarmPoolSizes } from "@doppio/contracts";
+import { BOX_SIZES, findTemplate, type Heartbeat, type Server, type WarmPoolSizes } from "@doppio/contracts";
 import { and, eq, isNotNull } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
-import { servers, serverWarmPools } from "../db/schema.ts";
+import type { Db } from "../db/client.ts";
+import { servers, serverWarmPools, templates } from "../db/schema.ts";
+import type { PoolOnServer } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
 import { audit } from "./audit.ts";
 import { getTemplate } from "./templates.ts";
@@ -44,11 +46,20 @@ export async function recordWarmPools(ctx: Ctx, serverId: string, pool: Heartbea
         target: p.target,
         ready: p.ready,
         filling: p.filling,
+        diskGb: p.diskGb ?? null,
+        memoryMb: p.memoryMb ?? null,
         updatedAt: now,
       })
       .onConflictDoUpdate({
         target: [serverWarmPools.serverId, serverWarmPools.template],
-        set: { target: p.target, ready: p.ready, filling: p.filling, updatedAt: now },
+        set: {
+          target: p.target,
+          ready: p.ready,
+          filling: p.filling,
+          diskGb: p.diskGb ?? null,
+          memoryMb: p.memoryMb ?? null,
+          updatedAt: now,
+        },
       });
   }
   for (const r of await ctx.db.select().from(serverWarmPools).where(eq(serverWarmPools.serverId, serverId))) {
@@ -58,6 +69,31 @@ export async function recordWarmPools(ctx: Ctx, serverId: string, pool: Heartbea
       .set({ ready: 0, filling: 0, updatedAt: now })
       .where(and(eq(serverWarmPools.serverId, serverId), eq(serverWarmPools.template, r.template)));
   }
+}
+
+/**
+ * Every active server's pools as placement counts them (domain/placement.ts): what one
+ * clone takes as its agent reported it, or, from an agent that did not, what the template's
+ * clones take by the catalog (a box of its default size's data volume, its golden's memory).
+ * A size set here but not yet reported is counted at that size.
+ */
+export async function poolsForPlacement(tx: Db): Promise<(serverId: string) => PoolOnServer[]> {
+  const rows = await tx.select().from(serverWarmPools);
+  const catalog = new Map((await tx.select().from(templates)).map((t) => [t.name, t]));
+  return (serverId) =>
+    rows
+      .filter((r) => r.serverId === serverId)
+      .map((r) => {
+        const size = BOX_SIZES[catalog.get(r.template)?.defaultSize ?? "small"];
+        return {
+          template: r.template,
+          target: Math.max(r.target, r.size ?? 0),
+          ready: r.ready,
+          filling: r.filling,
+          diskGb: r.diskGb ?? size.diskGb,
+          memoryMb: r.memoryMb ?? findTemplate(r.template)?.memoryMb ?? size.memoryMb,
+        };
+      });
 }
 
 /** The sizes set for this server, for its heartbeat answer; undefined when none was set. */
