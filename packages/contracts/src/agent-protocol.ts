@@ -212,8 +212,10 @@ export const WarmPoolState = z.object({
 });
 export type WarmPoolState = z.infer<typeof WarmPoolState>;
 
+/** The most parked clones one template's pool may hold on a host. */
+export const WARM_POOL_SIZE_MAX = 32;
 /** Warm-pool size per template, as the control plane's server settings say. */
-export const WarmPoolSizes = z.record(z.string().max(64), z.number().int().min(0).max(32));
+export const WarmPoolSizes = z.record(z.string().max(64), z.number().int().min(0).max(WARM_POOL_SIZE_MAX));
 export type WarmPoolSizes = z.infer<typeof WarmPoolSizes>;
 
 export const Heartbeat = z.strictObject({

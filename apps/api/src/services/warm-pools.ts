@@ -117,7 +117,7 @@ export async function setWarmPoolSizes(
   if (!server) throw notFound(`server "${name}"`);
   for (const template of Object.keys(sizes)) {
     if (!(await getTemplate(ctx, template))) {
-      throw new AppError("validation_failed", `unknown template "${template}"`);
+      throw new AppError("validation_failed", `unknown template "${template}"`, { field: "template" });
     }
   }
   const now = ctx.clock.now();

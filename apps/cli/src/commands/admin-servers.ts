@@ -1,15 +1,57 @@
-import type { AnsiblePlay, AnsibleTask, PlayKind } from "@doppio/contracts";
+import {
+  type AnsiblePlay,
+  type AnsibleTask,
+  type PlayKind,
+  type Server,
+  WARM_POOL_SIZE_MAX,
+} from "@doppio/contracts";
 import type { Command } from "commander";
+import { ApiError } from "../api.ts";
 import type { App } from "../app.ts";
-import { CliError } from "../errors.ts";
+import { CliError, usageError } from "../errors.ts";
+import { formatAge, printJson, renderTable } from "../output.ts";
 
-/** `doppio admin servers …`: run and watch the Ansible plays the control plane runs on hosts. */
+/**
+ * `doppio admin servers …`: list hosts with their warm pools, size a pool, and run and watch
+ * the Ansible plays the control plane runs on hosts.
+ */
 export function registerAdminServerCommands(program: Command, app: App): void {
   const servers = program
     .command("admin")
     .description("administrators: hosts and the plays that prepare them")
     .command("servers")
-    .description("prepare hosts and deploy their agent (Ansible, run by the control plane)");
+    .description("list hosts and their warm pools, size a pool, prepare hosts and deploy their agent");
+
+  servers
+    .command("list", { isDefault: true })
+    .description("list hosts with their warm pool per template (the default)")
+    .option("--json", "print the servers as JSON")
+    .action(async (opts: { json?: boolean }) => {
+      const api = await app.api();
+      const { servers: list } = await api.run((sdk) => sdk.request("listServers", {}));
+      if (opts.json) return printJson(app.io.stdout, list);
+      app.io.stdout.write(serverTable(list, Date.now()));
+    });
+
+  servers
+    .command("warm-pool <name> <template> <size>")
+    .description(
+      `keep <size> parked clones of <template> ready on host <name> (0 to ${WARM_POOL_SIZE_MAX}; 0 empties the pool)`,
+    )
+    .action(async (name: string, template: string, raw: string) => {
+      const size = poolSize(raw);
+      const api = await app.api();
+      const server = await api
+        .run((sdk) => sdk.request("setWarmPool", { params: { name }, body: { sizes: { [template]: size } } }))
+        .catch((err: unknown) => {
+          if (!(err instanceof ApiError) || err.code !== "not_found") throw err;
+          throw new ApiError(err.status, err.code, err.message, "list servers with: doppio admin servers");
+        });
+      const pool = server.warmPool.find((p) => p.template === template);
+      app.io.stdout.write(
+        `warm pool of ${template} on ${name}: size ${size} (as last reported: ${pool?.ready ?? 0} ready, ${pool?.filling ?? 0} filling)\n`,
+      );
+    });
 
   const start = (kind: PlayKind, cmd: string, what: string) =>
     servers
@@ -53,6 +95,36 @@ export function registerAdminServerCommands(program: Command, app: App): void {
       const play = await api.run((sdk) => sdk.request("cancelPlay", { params: { id } }));
       app.io.stdout.write(`${playLine(play)}\n`);
     });
+}
+
+/** A pool size as typed: a whole number within the pools' bound, else a usage error. */
+function poolSize(raw: string): number {
+  const n = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n > WARM_POOL_SIZE_MAX) {
+    throw usageError(
+      `invalid pool size "${raw}": a whole number from 0 to ${WARM_POOL_SIZE_MAX}`,
+      "0 empties the pool",
+    );
+  }
+  return n;
+}
+
+/**
+ * One row per host and template pool: the size set here (or the agent's own, marked), and
+ * the clones ready and being made as its agent last reported; a host without pools gets one
+ * row with `-`.
+ */
+function serverTable(list: Server[], now: number): string {
+  const rows: string[][] = [];
+  for (const s of list) {
+    const host = [s.name, s.status, s.lastHeartbeatAt ? formatAge(s.lastHeartbeatAt, now) : "never"];
+    if (s.warmPool.length === 0) rows.push([...host, "-", "-", "-", "-"]);
+    for (const p of s.warmPool) {
+      const size = p.size === null ? `${p.target} (agent config)` : String(p.size);
+      rows.push([...host, p.template, size, String(p.ready), String(p.filling)]);
+    }
+  }
+  return renderTable(["SERVER", "STATUS", "HEARTBEAT", "POOL", "SIZE", "READY", "FILLING"], rows);
 }
 
 function playLine(p: AnsiblePlay): string {
