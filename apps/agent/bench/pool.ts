@@ -5,7 +5,10 @@
  * twice, interleaved so load drift hits both alike: a create that claims the ready clone
  * (size medium, the pool's disk size) and, after the pool refilled, one that restores from
  * the golden (size small: no clone of that disk size). Prints p50/p95 side by side.
- * Env: BENCH_RUNS (default 5) rounds.
+ * Then, with the pool at 4 clones, 4 claims one after another beside 4 at once (each batch
+ * from a full pool; the pool refills in the background during both, as in service): the
+ * batch's create requests → all 4 `running`, and the concurrent / serial ratio.
+ * Env: BENCH_RUNS (default 5) rounds, BENCH_BATCHES (default 2) batches of each.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,6 +21,8 @@ import { TestNetns } from "../test/support/netns.ts";
 import { percentile, quiet, requireQemuBench } from "./qemu-bench.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const BATCHES = Number(process.env.BENCH_BATCHES ?? 2);
+const BATCH = 4;
 requireQemuBench("bench:pool");
 buildMinimalImage("bench-pool");
 const ns = TestNetns.create("dbxq");
@@ -25,10 +30,36 @@ const dataDir = mkdtempSync(join(tmpdir(), "dbxq-"));
 const cp = await startCp();
 const pa = await startPoolAgent(cp, ns, dataDir, "bench-pool", 1, BOX_SIZES.medium.diskGb);
 
-const poolFull = () =>
-  waitFor("a ready pool clone", () => pa.agent.pool.state()[0]?.ready === 1, 600_000, 200).then(() =>
+const poolFull = (n = 1) =>
+  waitFor(`${n} ready pool clones`, () => pa.agent.pool.state()[0]?.ready === n, 900_000, 200).then(() =>
     pa.agent.pool.idle(),
   );
+
+async function remove(names: string[]): Promise<void> {
+  for (const name of names) await cp.admin.del(`/api/v1/boxes/${name}`);
+  for (const name of names) {
+    await waitFor(
+      "deleted",
+      async () => (await cp.admin.get(`/api/v1/boxes/${name}`)).status === 404,
+      120_000,
+    );
+  }
+}
+
+/** 4 claims from a full pool of 4, one after another or all at once: ms until the last is running. */
+async function batch(label: string, concurrent: boolean): Promise<number> {
+  await poolFull(BATCH);
+  const names = Array.from({ length: BATCH }, (_, i) => `${label}-${i}`);
+  const t = performance.now();
+  const runs: Array<{ ms: number; steps: string[] }> = [];
+  if (concurrent) runs.push(...(await Promise.all(names.map((n) => create(n, "medium")))));
+  else for (const n of names) runs.push(await create(n, "medium"));
+  const ms = performance.now() - t;
+  const missed = runs.filter((r) => !r.steps.includes("claim_clone")).length;
+  if (missed) throw new Error(`${label}: ${missed} of ${BATCH} creates did not claim a clone`);
+  await remove(names);
+  return ms;
+}
 
 async function create(name: string, size: "small" | "medium"): Promise<{ ms: number; steps: string[] }> {
   const t = performance.now();
@@ -54,20 +85,40 @@ try {
     const g = await create(`golden-${i}`, "small");
     if (!g.steps.includes("restore_vm")) throw new Error(`round ${i}: the golden create did not restore`);
     golden.push(g.ms);
-    for (const name of [`pool-claim-${i}`, `golden-${i}`]) {
-      await cp.admin.del(`/api/v1/boxes/${name}`);
-      await waitFor(
-        "deleted",
-        async () => (await cp.admin.get(`/api/v1/boxes/${name}`)).status === 404,
-        120_000,
-      );
-    }
+    await remove([`pool-claim-${i}`, `golden-${i}`]);
   }
   const row = (label: string, xs: number[]) =>
     `${label}  p50 ${fmt(percentile(xs, 50))}  p95 ${fmt(percentile(xs, 95))}  [${xs.map((x) => (x / 1000).toFixed(2)).join(", ")}]`;
   console.log(row("golden restore:", golden));
   console.log(row("pool claim:    ", pool));
   console.log(`  golden / pool p50 ratio: ${(percentile(golden, 50) / percentile(pool, 50)).toFixed(2)}x`);
+
+  // The pool at 4: through the control plane, as an admin sets it.
+  const set = await cp.admin.request("PATCH", `/api/v1/servers/${cp.serverName}/warm-pool`, {
+    sizes: { minimal: BATCH },
+  });
+  if (set.status !== 200) throw new Error(`warm-pool size: ${set.status}`);
+  await pa.agent.heartbeat.beatOnce();
+  const serial: number[] = [];
+  const concurrent: number[] = [];
+  for (let i = 0; i < BATCHES; i++) {
+    // Alternating which goes first, so drift in the machine's load hits both alike.
+    if (i % 2 === 0) {
+      serial.push(await batch(`serial-${i}`, false));
+      concurrent.push(await batch(`concurrent-${i}`, true));
+    } else {
+      concurrent.push(await batch(`concurrent-${i}`, true));
+      serial.push(await batch(`serial-${i}`, false));
+    }
+  }
+  const batchRow = (label: string, xs: number[]) =>
+    `${label}  p50 ${fmt(percentile(xs, 50))}  [${xs.map((x) => (x / 1000).toFixed(2)).join(", ")}]`;
+  console.log(`${BATCH} pool claims, ${BATCHES} batches each, requests → all ${BATCH} running:`);
+  console.log(batchRow(`${BATCH} serial:    `, serial));
+  console.log(batchRow(`${BATCH} concurrent:`, concurrent));
+  console.log(
+    `  concurrent / serial p50 ratio: ${(percentile(concurrent, 50) / percentile(serial, 50)).toFixed(2)}`,
+  );
 } finally {
   for (const { slug } of await pa.executor.list())
     await pa.executor.remove(slug, quiet).catch(() => undefined);
