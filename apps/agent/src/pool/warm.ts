@@ -44,7 +44,8 @@ export interface PoolState {
  * SQLite transaction, so a clone is handed out once), the executor moves it to the box's
  * name (`claimParked`), and `deliver` answers the guest's wait with the box's metadata. A
  * clone is never returned to the pool: whatever happens to a claim, the clone is either the
- * box's or removed. Fills run one at a time in the background, after every claim and at start.
+ * box's or removed. Passes (retire the surplus, then fill) run one at a time in the
+ * background: at start, after every claim and with every heartbeat answer's sizes.
  */
 export class WarmPool {
   readonly #d: WarmPoolDeps;
@@ -114,8 +115,8 @@ export class WarmPool {
   }
 
   /**
-   * At start: clones a dead agent was still making are removed, ready ones whose VM is gone
-   * too; ready clones still running are adopted. Claimed ones are left to their create job,
+   * At start: clones a dead agent was still making or retiring are removed, ready ones whose
+   * VM is gone too; ready clones still running are adopted. Claimed ones are left to their create job,
    * which runs again after a restart and continues the hand-over.
    */
   async adopt(): Promise<void> {
