@@ -279,6 +279,28 @@ describe.skipIf(missing !== null)("warm pool on real QEMU", { timeout: 600_000 }
     await cp.admin.del("/api/v1/boxes/mid-claim");
   });
 
+  it("a create arriving while a retired clone is being removed restores from the golden instead", async () => {
+    await setSize(1);
+    await waitFull1();
+    const [clone] = parkedRows();
+    // The heartbeat answer's size 0 moves the clone to `retiring` before the pass's first await.
+    await setSize(0);
+    expect(parkedRows().map((p) => p.state)).toEqual(["retiring"]);
+    const created = await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "after-shrink" });
+    expect(created.status).toBe(202);
+    const box = await waitForBox(cp, "after-shrink", "running", 300_000);
+    await pa.agent.pool.idle();
+    const [job] = await boxJobs(cp, "after-shrink");
+    const steps = job.steps.map((s: { name: string }) => s.name);
+    expect(steps).not.toContain("claim_clone");
+    expect(steps).toContain("restore_vm");
+    expect(ns.curl(`http://${box.ip}:8000/`).trim()).toBe("after-shrink");
+    expect(await pa.executor.inspect(clone!.slug)).toBe("gone");
+    expect(hostTraces(clone!.slug, clone!.ip!)).toEqual([]);
+    expect(parkedRows()).toEqual([]);
+    await cp.admin.del("/api/v1/boxes/after-shrink");
+  });
+
   const waitFull1 = () =>
     waitFor("one clone ready", () => readyCount() === 1, 300_000, 500).then(() => pa.agent.pool.idle());
 
