@@ -120,9 +120,11 @@ try {
     `  concurrent / serial p50 ratio: ${(percentile(concurrent, 50) / percentile(serial, 50)).toFixed(2)}`,
   );
 } finally {
+  // The agent first: its stop waits for a pool fill in flight, whose VM is then listed too
+  // (removing VMs first left a clone being made running after the bench).
+  await pa.stop();
   for (const { slug } of await pa.executor.list())
     await pa.executor.remove(slug, quiet).catch(() => undefined);
-  await pa.stop();
   await cp.close();
   ns.destroy();
   rmSync(dataDir, { recursive: true, force: true });

@@ -51,11 +51,12 @@ describe.skipIf(missing !== null)("warm pool on real QEMU", { timeout: 600_000 }
 
   afterAll(async () => {
     if (pa) {
+      // The agent first: its stop waits for a pool fill in flight, whose VM is then listed too.
+      await pa.stop();
       for (const { slug } of await pa.executor.list())
         await pa.executor
           .remove(slug, { step: (_n, fn) => fn(), log: () => undefined })
           .catch(() => undefined);
-      await pa.stop();
     }
     await cp?.close();
     ns?.destroy();
