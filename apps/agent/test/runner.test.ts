@@ -1,3 +1,4 @@
+import { getEventListeners } from "node:events";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -135,5 +136,32 @@ describe("job runner: parallel across boxes, in order per box", () => {
     await runner.idle();
     expect(gates.started).toEqual(["x1"]);
     expect(store.events("x1").filter((e) => e.type === "result")).toHaveLength(1);
+  });
+
+  it("a wait for a free slot leaves no listener on the claim loop's signal once a slot frees", async () => {
+    // The claim loop's signal lives as long as the agent; each time the slots were full it
+    // waits on them with that signal.
+    const loop = new AbortController();
+    for (let i = 0; i < 15; i++) {
+      add(`p${i}`, `box-p${i}`);
+      add(`q${i}`, `box-q${i}`);
+      const freed = runner.waitForSlot(loop.signal);
+      await gates.whenStarted(`p${i}`);
+      await gates.whenStarted(`q${i}`);
+      gates.finish(`p${i}`);
+      await freed;
+      gates.finish(`q${i}`);
+      await runner.idle();
+    }
+    expect(getEventListeners(loop.signal, "abort")).toHaveLength(0);
+    // An abort still ends a wait while the slots are full.
+    add("r1", "box-r1");
+    add("r2", "box-r2");
+    await gates.whenStarted("r2");
+    const waiting = runner.waitForSlot(loop.signal);
+    loop.abort();
+    await waiting;
+    gates.finish("r1");
+    gates.finish("r2");
   });
 });

@@ -52,8 +52,14 @@ export class JobRunner {
   waitForSlot(signal?: AbortSignal): Promise<void> {
     if (this.freeSlots() > 0 || signal?.aborted) return Promise.resolve();
     return new Promise((resolve) => {
-      this.#slotWaiters.push(resolve);
-      signal?.addEventListener("abort", () => resolve(), { once: true });
+      // The loop's signal lives as long as the agent: a wait that ends on a free slot must
+      // take its listener off again, or every full-slots wait leaves one behind.
+      const done = () => {
+        signal?.removeEventListener("abort", done);
+        resolve();
+      };
+      this.#slotWaiters.push(done);
+      signal?.addEventListener("abort", done, { once: true });
     });
   }
 
