@@ -47,6 +47,7 @@ import { Job } from "./job.ts";
 import { LogBatch, LogBatchAck, LogLine, LogsPage, LogsQuery } from "./logs.ts";
 import { playRoutes } from "./play-routes.ts";
 import { type HttpMethod, NoContent, route } from "./route.ts";
+import { verificationRoutes } from "./verification.ts";
 
 /**
  * Every HTTP route of the control plane, defined once: method, path, inputs and the answer
@@ -368,6 +369,7 @@ export const routes = {
   }),
 
   ...billingRoutes,
+  ...verificationRoutes,
   getGitHub: route({
     method: "GET",
     path: "/api/v1/github",
