@@ -14,6 +14,7 @@ CREATE TABLE "trial_grants" (
 );
 --> statement-breakpoint
 ALTER TABLE "top_ups" ADD COLUMN "failure_reason" text;--> statement-breakpoint
+ALTER TABLE "top_ups" ADD COLUMN "refunded" bigint DEFAULT 0 NOT NULL;--> statement-breakpoint
 ALTER TABLE "top_ups" ADD COLUMN "updated_at" timestamp with time zone;--> statement-breakpoint
 ALTER TABLE "users" ADD COLUMN "email_verified_at" timestamp with time zone;--> statement-breakpoint
 ALTER TABLE "email_verifications" ADD CONSTRAINT "email_verifications_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint

@@ -26,9 +26,10 @@ export type LedgerKind = (typeof LEDGER_KINDS)[number];
  * Where a card top-up stands: `open` (Checkout Session made, not paid), `processing` (the
  * customer finished Checkout with a delayed payment method; no money yet), `paid` (credited),
  * `failed` (the delayed payment failed; nothing credited), `expired` (the Checkout Session
- * expired unpaid; nothing credited).
+ * expired unpaid; nothing credited), `refunded` (paid, then all of it taken back by refunds
+ * or disputes).
  */
-export const TOP_UP_STATUSES = ["open", "processing", "paid", "failed", "expired"] as const;
+export const TOP_UP_STATUSES = ["open", "processing", "paid", "failed", "expired", "refunded"] as const;
 export type TopUpStatus = (typeof TOP_UP_STATUSES)[number];
 
 /** Statuses in which a box's VM runs (compute is billed) and in which its disk exists (storage). */

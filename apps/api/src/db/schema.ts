@@ -501,6 +501,8 @@ export const topUps = pgTable(
     status: text("status", { enum: TOP_UP_STATUSES }).notNull().default("open"),
     /** Why a `failed` or `expired` top-up did not credit anything (shown on the Billing page). */
     failureReason: text("failure_reason"),
+    /** Minor units taken back since by refunds and disputes of its payment. */
+    refunded: bigint("refunded", { mode: "number" }).notNull().default(0),
     createdAt: createdAt(),
     /** The last status change. */
     updatedAt: ts("updated_at"),
