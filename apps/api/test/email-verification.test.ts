@@ -70,7 +70,7 @@ describeOnEachDb(
 
       const ok = await verify(env(), token);
       expect(ok.status).toBe(200);
-      expect(ok.body).toEqual({ email: u.email, trialCredit: TRIAL });
+      expect(ok.body).toEqual({ email: u.email, trialCredit: TRIAL, currency: "EUR" });
       expect((await u.client.get("/api/v1/me")).body.emailVerified).toBe(true);
       expect((await wallet(u.client)).balance).toBe(TRIAL);
 

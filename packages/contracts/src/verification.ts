@@ -7,12 +7,13 @@ export const VERIFY_EMAIL_PAGE = "/dashboard/verify-email";
 /** How long a verification link works. */
 export const VERIFICATION_TTL_HOURS = 24;
 
-/** A verification token as mailed (`dpv_` and 43 base64url characters). */
+/** The token of a verification link (as mailed: `dpv_` and 43 base64url characters). */
 export const VerifyEmailRequest = z.strictObject({ token: z.string().min(1).max(128) });
 export const VerifyEmailResult = z.object({
   email: z.string(),
   /** Trial credit granted by this verification, in minor units (0: none, e.g. the address had one). */
   trialCredit: z.number().int(),
+  currency: z.string(),
 });
 export type VerifyEmailResult = z.infer<typeof VerifyEmailResult>;
 export const MarkVerifiedRequest = z.strictObject({ email: Email });

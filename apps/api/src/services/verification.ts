@@ -103,7 +103,7 @@ export async function verifyEmail(ctx: Ctx, token: string): Promise<VerifyEmailR
     );
   }
   if (done.balance !== null) await reactToBalance(ctx, done.userId, done.balance);
-  return { email: done.email, trialCredit: done.amount };
+  return { email: done.email, trialCredit: done.amount, currency: ctx.config.currency };
 }
 
 /**
