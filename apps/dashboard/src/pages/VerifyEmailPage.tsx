@@ -1,6 +1,6 @@
 import { formatMoney } from "@doppio/contracts";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { useEffect, useRef } from "react";
+import { useEffect, useRef, useState } from "react";
 import { call } from "../api/client.ts";
 import { keys } from "../api/keys.ts";
 import { EmptyState } from "../components/EmptyState.tsx";
@@ -13,6 +13,8 @@ import { Link } from "../lib/router.tsx";
  * fragment, so it never reaches a server log or a Referer; it is posted once and dropped
  * from the address bar. Works signed in or not (the link may open in another browser).
  */
+const tokenInAddress = () => new URLSearchParams(window.location.hash.slice(1)).get("token");
+
 export function VerifyEmailPage({ signedIn }: { signedIn: boolean }) {
   const qc = useQueryClient();
   const verify = useMutation({
@@ -23,18 +25,28 @@ export function VerifyEmailPage({ signedIn }: { signedIn: boolean }) {
       void qc.invalidateQueries({ queryKey: ["ledger"] });
     },
   });
-  const started = useRef(false);
-  const token = useRef(new URLSearchParams(window.location.hash.slice(1)).get("token"));
+  const [token, setToken] = useState(tokenInAddress);
+  // A second link opened in the same tab changes only the fragment: no new page load.
   useEffect(() => {
-    // Once, even when React runs the effect twice: a token is single use.
-    if (started.current || !token.current) return;
-    started.current = true;
+    const onHash = () => {
+      const t = tokenInAddress();
+      if (t) setToken(t);
+    };
+    window.addEventListener("hashchange", onHash);
+    return () => window.removeEventListener("hashchange", onHash);
+  }, []);
+  const posted = useRef<string | null>(null);
+  const { mutate } = verify;
+  useEffect(() => {
+    // Each token once, even when React runs the effect twice: a token is single use.
+    if (!token || posted.current === token) return;
+    posted.current = token;
     window.history.replaceState(null, "", window.location.pathname);
-    verify.mutate(token.current);
-  }, [verify]);
+    mutate(token);
+  }, [token, mutate]);
 
   const next = signedIn ? <Link to="/">Go to your boxes</Link> : <Link to="/login">Log in</Link>;
-  if (!token.current) {
+  if (!token) {
     return (
       <EmptyState title="No verification link">
         <p>Open the link from the email we sent you. Signed in, you can send a new one from the banner.</p>
