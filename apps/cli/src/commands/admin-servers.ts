@@ -7,7 +7,7 @@ import { CliError } from "../errors.ts";
 export function registerAdminServerCommands(program: Command, app: App): void {
   const servers = program
     .command("admin")
-    .description("administrators: hosts and the plays that prepare them")
+    .description("administrators: hosts and the plays that prepare them, accounts' email verification")
     .command("servers")
     .description("prepare hosts and deploy their agent (Ansible, run by the control plane)");
 
