@@ -1,11 +1,11 @@
 import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
-import Stripe from "stripe";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PASSWORD, uniqueEmail } from "../../api/test/support/client.ts";
 import { startControlPlane, type TestControlPlane } from "../../api/test/support/control-plane.ts";
 import { type SmtpSink, startSmtpSink } from "../../api/test/support/smtp-sink.ts";
 import {
+  deliverSigned,
   type StripeStandIn,
   startStripeStandIn,
   stripeEvent,
@@ -16,8 +16,6 @@ import { buildDashboard } from "./support/build.ts";
 const ROOT = path.resolve(import.meta.dirname, "../../..");
 const SHOTS = path.join(ROOT, "test-artifacts/verify");
 const WEBHOOK_SECRET = "whsec_test_doppio_dashboard";
-// Only its webhook helpers are used: they sign exactly as Stripe does.
-const signer = new Stripe("sk_test_unused");
 
 if (!hasChromium)
   console.warn(
@@ -127,13 +125,8 @@ describe.skipIf(!hasChromium)("Email verification and top-up statuses in a real 
       return standIn.sessions.find((s) => s.session.id === sessionId)!.session;
     };
     const deliver = async (type: string, object: Record<string, unknown>) => {
-      const payload = JSON.stringify(stripeEvent(type, object));
-      const header = signer.webhooks.generateTestHeaderString({ payload, secret: WEBHOOK_SECRET });
-      const res = await fetch(new URL("/api/v1/billing/stripe/webhook", cp.url), {
-        method: "POST",
-        headers: { "content-type": "application/json", "stripe-signature": header },
-        body: payload,
-      });
+      const url = new URL("/api/v1/billing/stripe/webhook", cp.url).toString();
+      const res = await deliverSigned(url, WEBHOOK_SECRET, stripeEvent(type, object));
       expect(res.status).toBe(200);
     };
     const failing = await start(1500);

@@ -12,7 +12,7 @@ const DAY_MS = 86_400_000;
  * Gmail's ignored dots, are not folded.) drizzle/0018_email_verification_backfill.sql
  * computes the same key in SQL.
  */
-export function trialEmailKey(email: string): string {
+function trialEmailKey(email: string): string {
   const at = email.lastIndexOf("@");
   const local = email.slice(0, at).toLowerCase().replace(/\+.*$/, "");
   return `${local}@${email.slice(at + 1).toLowerCase()}`;

@@ -43,7 +43,7 @@ export async function markAccountVerified(
  * at info when no mail transport is configured). Only the token's sha256 is stored; the
  * account's older tokens are deleted in the same transaction, so only the newest link works.
  */
-export async function sendVerification(ctx: Ctx, user: { id: string; email: string }): Promise<void> {
+async function sendVerification(ctx: Ctx, user: { id: string; email: string }): Promise<void> {
   const token = newSecret("dpv");
   const now = ctx.clock.now();
   await ctx.db.transaction(async (tx) => {
