@@ -12,7 +12,7 @@ export const PositiveMoney = z.number().int().min(1).max(MONEY_MAX);
 
 /** What a ledger row records. Credits are positive, debits negative. */
 export const LEDGER_KINDS = [
-  "trial", // credit granted once per account at signup
+  "trial", // credit granted once per verified account (and email address), at verification
   "trial_expiry", // debit of what is left of the trial credit at its expiry
   "topup", // credit from a verified Stripe Checkout payment
   "adjustment", // credit or debit by an administrator
