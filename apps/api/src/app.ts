@@ -29,6 +29,7 @@ import { startGitHub } from "./github/service.ts";
 import { requireMetricsToken } from "./http/auth.ts";
 import { clientErrorHandler, frameworkErrors, installErrorHandling } from "./http/errors.ts";
 import { refuseUnstorableText } from "./http/text.ts";
+import { mailerFor } from "./mail.ts";
 import { createMetrics } from "./metrics.ts";
 import { Bus } from "./realtime/bus.ts";
 import { PgBus } from "./realtime/pg-bus.ts";
@@ -104,6 +105,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 
+  const mailer = mailerFor(config);
   const ctx: Ctx = {
     db: deps.database.db,
     config,
@@ -125,7 +127,14 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     gitCredentials: deps.gitCredentials ?? noGitCredentials,
     streamSlots: new StreamSlots(config.streamsPerUser),
     boxCreates: new RateWindow(deps.database.db, "box-create", config.boxCreatesPerMinute, 60_000),
-    walletNotifier: deps.walletNotifier ?? walletNotifierFor(config, deps.logger),
+    mailer,
+    walletNotifier: deps.walletNotifier ?? walletNotifierFor(mailer, config, deps.logger),
+    verificationResends: new RateWindow(
+      deps.database.db,
+      "verify-resend",
+      config.verificationResendsPerHour,
+      3_600_000,
+    ),
     stripe: stripeClient(config),
   };
 

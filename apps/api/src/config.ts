@@ -133,6 +133,15 @@ export const ApiConfig = z.strictObject({
     .regex(/^smtps?:\/\//)
     .optional(),
   mailFrom: z.string().min(3).max(200).optional(),
+  /**
+   * `required`: a password signup is unverified (no trial credit) until its owner opens the
+   * link mailed to them (written to the log at info when no mail transport is configured;
+   * an admin can also mark an account verified). `off`: accounts are verified at creation.
+   * Unset: `required` when `smtpUrl` and `mailFrom` are set, else `off` (a local `make up`).
+   */
+  emailVerification: z.enum(["required", "off"]).optional(),
+  /** Verification links one account may ask to be resent per hour (429 beyond). */
+  verificationResendsPerHour: z.coerce.number().int().positive().default(3),
   topUpMin: z.coerce.number().int().positive().default(500),
   topUpMax: z.coerce.number().int().positive().default(100_000),
   /** The GitHub App (sign-in, installations, tokens for boxes); GitHub is off when unset. */
@@ -143,6 +152,13 @@ export const ApiConfig = z.strictObject({
   agentBundle: z.string().optional(),
 });
 export type ApiConfig = z.infer<typeof ApiConfig>;
+
+/** Whether password signups must verify their address (see `emailVerification`). */
+export function verificationRequired(config: ApiConfig): boolean {
+  return (
+    (config.emailVerification ?? (config.smtpUrl && config.mailFrom ? "required" : "off")) === "required"
+  );
+}
 
 const ENV_KEYS: Record<string, keyof ApiConfig> = {
   DOPPIO_API_HOST: "host",
@@ -160,6 +176,7 @@ const ENV_KEYS: Record<string, keyof ApiConfig> = {
   DOPPIO_STRIPE_WEBHOOK_SECRET: "stripeWebhookSecret",
   DOPPIO_SMTP_URL: "smtpUrl",
   DOPPIO_MAIL_FROM: "mailFrom",
+  DOPPIO_EMAIL_VERIFICATION: "emailVerification",
   DOPPIO_ANSIBLE_DIR: "ansibleDir",
   DOPPIO_AGENT_BUNDLE: "agentBundle",
   DOPPIO_TRUST_PROXY: "trustProxy",

@@ -4,6 +4,7 @@ import type { WalletNotifier } from "./billing/funds.ts";
 import type { ApiConfig } from "./config.ts";
 import type { Db } from "./db/client.ts";
 import type { GitHub } from "./github/service.ts";
+import type { Mailer } from "./mail.ts";
 import type { Metrics } from "./metrics.ts";
 import type { Bus } from "./realtime/bus.ts";
 import type { StreamSlots } from "./realtime/stream-slots.ts";
@@ -33,6 +34,10 @@ export interface Ctx {
   streamSlots: StreamSlots;
   /** Box creations per user in the last minute (counted in the database, across replicas). */
   boxCreates: RateWindow;
+  /** Email through the configured SMTP server; null when none is configured. */
+  mailer: Mailer | null;
+  /** Verification links resent per account in the last hour (counted in the database). */
+  verificationResends: RateWindow;
   /** Tells a wallet's owner it runs low or ran out. */
   walletNotifier: WalletNotifier;
   /** The Stripe client when card top-ups are configured, else null. */

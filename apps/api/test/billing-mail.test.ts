@@ -17,7 +17,12 @@ describe("wallet notices by email through a configured SMTP server", () => {
   beforeAll(async () => {
     sink = await startSmtpSink();
     env = await startControlPlane({
-      config: { smtpUrl: sink.url, mailFrom: "doppiobox billing <billing@doppiobox.test>" },
+      config: {
+        smtpUrl: sink.url,
+        mailFrom: "doppiobox billing <billing@doppiobox.test>",
+        // Verification links are mailed too (email-verification.test.ts); only wallet notices here.
+        emailVerification: "off",
+      },
     });
   });
   afterAll(async () => {

@@ -1,3 +1,4 @@
+import { TopUp } from "@doppio/contracts";
 import { eq } from "drizzle-orm";
 import Stripe from "stripe";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,6 +12,7 @@ import {
   startControlPlane,
   type TestControlPlane,
 } from "./support/control-plane.ts";
+import { SseReader } from "./support/sse.ts";
 import { type StripeStandIn, startStripeStandIn, stripeEvent } from "./support/stripe-stand-in.ts";
 
 const WEBHOOK_SECRET = "whsec_test_doppio_billing";
@@ -23,7 +25,7 @@ const evtId = () => `evt_test_${process.pid}_${seq++}`;
 
 const completed = (
   session: { id: string; amount_total: number | null; client_reference_id: string | null },
-  pi: string,
+  pi: string | null,
 ) => ({
   ...session,
   object: "checkout.session",
@@ -254,6 +256,78 @@ for (const kind of DB_KINDS) {
       expect((await wallet(other)).balance).toBe(2000);
       const topups = (await user.get("/api/v1/billing/ledger?kind=topup")).body.entries;
       expect(topups.map((e: { amount: number }) => e.amount)).toEqual([800, 1200]);
+    });
+
+    it("lists the owner's top-ups with their status and why a failed or expired one credited nothing, and streams each change to the owner", async () => {
+      const user = await signedInClient(env.url, "listed");
+      const other = await signedInClient(env.url, "listed-other");
+      const abort = new AbortController();
+      const stream = new SseReader(
+        await user.open("/api/v1/events", { accept: "text/event-stream" }, abort.signal),
+      );
+      try {
+        const paid = await topUp(user, 1000);
+        const failing = await topUp(user, 1500);
+        const leaving = await topUp(user, 2500);
+        const pi = `pi_listed_${process.pid}_${kind}`;
+        expect((await signed(stripeEvent("checkout.session.completed", completed(paid, pi)))).status).toBe(
+          200,
+        );
+        expect((await signed(stripeEvent("charge.refunded", charge(pi, 1000, 1000)))).status).toBe(200);
+        const pending = { ...completed(failing, `${pi}_f`), payment_status: "unpaid" };
+        expect((await signed(stripeEvent("checkout.session.completed", pending))).status).toBe(200);
+        expect((await signed(stripeEvent("checkout.session.async_payment_failed", pending))).status).toBe(
+          200,
+        );
+        const expired = { ...completed(leaving, null), payment_status: "unpaid", status: "expired" };
+        expect((await signed(stripeEvent("checkout.session.expired", expired))).status).toBe(200);
+        // Expiry after payment is not a thing: a paid session stays paid.
+        expect((await signed(stripeEvent("checkout.session.expired", completed(paid, pi)))).status).toBe(200);
+
+        const list = await user.get("/api/v1/billing/topups");
+        expect(list.status).toBe(200);
+        const bySession = new Map(list.body.topUps.map((t: { sessionId: string }) => [t.sessionId, t]));
+        expect(list.body.topUps.map((t: { sessionId: string }) => t.sessionId)).toEqual([
+          leaving.id,
+          failing.id,
+          paid.id,
+        ]);
+        expect(bySession.get(paid.id)).toMatchObject({
+          status: "refunded",
+          refunded: 1000,
+          failureReason: null,
+        });
+        expect(bySession.get(failing.id)).toMatchObject({
+          status: "failed",
+          amount: 1500,
+          currency: "EUR",
+          refunded: 0,
+        });
+        expect((bySession.get(failing.id) as { failureReason: string }).failureReason).toMatch(
+          /payment failed after checkout.*nothing was credited/,
+        );
+        expect(bySession.get(leaving.id)).toMatchObject({ status: "expired" });
+        expect((bySession.get(leaving.id) as { failureReason: string }).failureReason).toMatch(/expired/);
+        // Nobody else sees them.
+        expect((await other.get("/api/v1/billing/topups")).body.topUps).toEqual([]);
+
+        const seen = (id: string, status: string) =>
+          stream.waitFor(
+            (f) =>
+              f.event === "topup" &&
+              (f.data as { sessionId: string }).sessionId === id &&
+              (f.data as { status: string }).status === status,
+          );
+        await seen(paid.id, "paid");
+        await seen(paid.id, "refunded");
+        await seen(failing.id, "processing");
+        const failedEvent = await seen(failing.id, "failed");
+        expect(TopUp.parse(failedEvent).failureReason).toMatch(/payment failed/);
+        await seen(leaving.id, "expired");
+      } finally {
+        abort.abort();
+        await stream.close();
+      }
     });
 
     it("credits nothing for async_payment_failed, records it, and tells the owner once", async () => {

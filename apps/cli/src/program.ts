@@ -11,6 +11,7 @@ import { registerContextCommands } from "./commands/context.ts";
 import { registerGitHubCommands } from "./commands/github.ts";
 import { registerIdleCommands } from "./commands/idle.ts";
 import { registerLogsCommand } from "./commands/logs.ts";
+import { registerVerificationCommands } from "./commands/verification.ts";
 import type { Io } from "./io.ts";
 
 const VERSION: string = pkg.version;
@@ -62,5 +63,6 @@ Exit codes: 0 success, 1 operation failed (job failed, not found, denied),
   registerGitHubCommands(program, app);
   registerCompletionCommand(program, app);
   registerAdminServerCommands(program, app);
+  registerVerificationCommands(program, app);
   return program;
 }

@@ -14,6 +14,7 @@ import { NotFoundPage } from "./pages/NotFoundPage.tsx";
 import { ServersPage } from "./pages/ServersPage.tsx";
 import { SettingsPage } from "./pages/SettingsPage.tsx";
 import { TokensPage } from "./pages/TokensPage.tsx";
+import { VerifyEmailPage } from "./pages/VerifyEmailPage.tsx";
 
 const TITLES: Record<string, string> = {
   "/": "Boxes",
@@ -24,6 +25,7 @@ const TITLES: Record<string, string> = {
   "/settings": "Settings",
   "/login": "Log in",
   "/signup": "Sign up",
+  "/verify-email": "Verify your email",
 };
 
 function page(path: string, admin: boolean) {
@@ -42,6 +44,8 @@ export function App() {
   const { path, search } = useLocation();
   const me = useMe();
   const publicPage = path === "/login" || path === "/signup";
+  // A verification link opens signed in or not (another browser): it shows either way.
+  const verifyPage = path === "/verify-email";
   const live = useLiveEvents(Boolean(me.data));
 
   useEffect(() => {
@@ -51,13 +55,13 @@ export function App() {
 
   // Signed out on a private page: go to login and come back afterwards.
   useEffect(() => {
-    if (me.data === null && !publicPage) {
+    if (me.data === null && !publicPage && !verifyPage) {
       navigate(`/login?next=${encodeURIComponent(`/dashboard${path}${search.size ? `?${search}` : ""}`)}`, {
         replace: true,
       });
     }
     if (me.data && publicPage) navigate("/", { replace: true });
-  }, [me.data, publicPage, path, search]);
+  }, [me.data, publicPage, verifyPage, path, search]);
 
   if (me.isPending) return <Loading />;
   if (me.isError) {
@@ -65,6 +69,20 @@ export function App() {
       <main className="auth" id="main">
         <ErrorNotice error={me.error} onRetry={() => me.refetch()} />
       </main>
+    );
+  }
+  if (verifyPage && !me.data) {
+    return (
+      <main className="auth" id="main">
+        <VerifyEmailPage signedIn={false} />
+      </main>
+    );
+  }
+  if (verifyPage && me.data) {
+    return (
+      <Layout me={me.data} live={live}>
+        <VerifyEmailPage signedIn />
+      </Layout>
     );
   }
   if (publicPage) {

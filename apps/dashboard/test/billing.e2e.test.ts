@@ -177,6 +177,8 @@ describe.skipIf(missing.length > 0)("billing, end to end on the make-up stack in
       .getByRole("region", { name: "Ledger" })
       .getByRole("cell", { name: /^topup · card top-up/ })
       .waitFor();
+    // The top-up itself is listed, paid.
+    await page.getByRole("region", { name: "Top-ups" }).locator('[data-topup-status="paid"]').waitFor();
     await screenshot("topped-up");
 
     // Start works again and the box serves what was on its volume before it was stopped.

@@ -40,6 +40,8 @@ export const Me = z.object({
   email: z.string(),
   name: z.string().nullable(),
   role: z.enum(ROLES),
+  /** Whether the email address is verified (trial credit comes with verification). */
+  emailVerified: z.boolean(),
   team: z.object({ id: z.string(), name: z.string() }),
 });
 export type Me = z.infer<typeof Me>;

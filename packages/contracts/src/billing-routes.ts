@@ -9,6 +9,7 @@ import {
   Price,
   PriceList,
   SetPriceRequest,
+  TopUpList,
   TopUpRequest,
   TopUpSession,
   Wallet,
@@ -67,6 +68,14 @@ export const billingRoutes = {
     errors: [409, 503],
     body: TopUpRequest,
     responses: { 201: TopUpSession },
+  }),
+  listTopUps: route({
+    method: "GET",
+    path: "/api/v1/billing/topups",
+    summary: "Your recent card top-ups with their status (and why a failed one failed), newest first",
+    tag: "billing",
+    auth: "user",
+    responses: { 200: TopUpList },
   }),
   adjustWallet: route({
     method: "POST",

@@ -12,7 +12,7 @@ export const PositiveMoney = z.number().int().min(1).max(MONEY_MAX);
 
 /** What a ledger row records. Credits are positive, debits negative. */
 export const LEDGER_KINDS = [
-  "trial", // credit granted once per account at signup
+  "trial", // credit granted once per verified account (and email address), at verification
   "trial_expiry", // debit of what is left of the trial credit at its expiry
   "topup", // credit from a verified Stripe Checkout payment
   "adjustment", // credit or debit by an administrator
@@ -25,9 +25,11 @@ export type LedgerKind = (typeof LEDGER_KINDS)[number];
 /**
  * Where a card top-up stands: `open` (Checkout Session made, not paid), `processing` (the
  * customer finished Checkout with a delayed payment method; no money yet), `paid` (credited),
- * `failed` (the delayed payment failed; nothing credited).
+ * `failed` (the delayed payment failed; nothing credited), `expired` (the Checkout Session
+ * expired unpaid; nothing credited), `refunded` (paid, then all of it taken back by refunds
+ * or disputes).
  */
-export const TOP_UP_STATUSES = ["open", "processing", "paid", "failed"] as const;
+export const TOP_UP_STATUSES = ["open", "processing", "paid", "failed", "expired", "refunded"] as const;
 export type TopUpStatus = (typeof TOP_UP_STATUSES)[number];
 
 /** Statuses in which a box's VM runs (compute is billed) and in which its disk exists (storage). */
@@ -127,6 +129,22 @@ export const WalletEvent = z.object({
 export type WalletEvent = z.infer<typeof WalletEvent>;
 
 export const TopUpRequest = z.strictObject({ amount: PositiveMoney });
+
+/** One of the owner's card top-ups as the Billing page lists it. */
+export const TopUp = z.object({
+  sessionId: z.string(),
+  amount: Money,
+  currency: z.string(),
+  status: z.enum(TOP_UP_STATUSES),
+  /** Why nothing was credited (`failed`, `expired`); null otherwise. */
+  failureReason: z.string().nullable(),
+  /** Minor units taken back by refunds and disputes of this payment (0 when none). */
+  refunded: Money,
+  createdAt: z.string(),
+  updatedAt: z.string(),
+});
+export type TopUp = z.infer<typeof TopUp>;
+export const TopUpList = z.object({ topUps: z.array(TopUp) });
 export const TopUpSession = z.object({ url: z.string(), sessionId: z.string() });
 
 export const AdjustmentRequest = z.strictObject({

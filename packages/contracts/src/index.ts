@@ -16,3 +16,4 @@ export * from "./route.ts";
 export * from "./routes.ts";
 export * from "./slug.ts";
 export * from "./templates.ts";
+export * from "./verification.ts";

@@ -29,7 +29,7 @@ import {
   TemplateList,
   TokenList,
 } from "./api.ts";
-import { WalletEvent } from "./billing.ts";
+import { TopUp, WalletEvent } from "./billing.ts";
 import { billingRoutes } from "./billing-routes.ts";
 import { Box, CreateBoxRequest, UpdateBoxRequest } from "./box.ts";
 import {
@@ -47,6 +47,7 @@ import { Job } from "./job.ts";
 import { LogBatch, LogBatchAck, LogLine, LogsPage, LogsQuery } from "./logs.ts";
 import { playRoutes } from "./play-routes.ts";
 import { type HttpMethod, NoContent, route } from "./route.ts";
+import { verificationRoutes } from "./verification.ts";
 
 /**
  * Every HTTP route of the control plane, defined once: method, path, inputs and the answer
@@ -272,10 +273,10 @@ export const routes = {
     method: "GET",
     path: "/api/v1/events",
     summary:
-      "Follow your team's box and job changes and your wallet's warnings: `box`, `job` and `wallet` events",
+      "Follow your team's box and job changes, your wallet's warnings and your top-ups: `box`, `job`, `wallet` and `topup` events",
     tag: "realtime",
     auth: "user",
-    events: { box: Box, job: Job, wallet: WalletEvent },
+    events: { box: Box, job: Job, wallet: WalletEvent, topup: TopUp },
   }),
   openBoxAccess: route({
     method: "GET",
@@ -368,6 +369,7 @@ export const routes = {
   }),
 
   ...billingRoutes,
+  ...verificationRoutes,
   getGitHub: route({
     method: "GET",
     path: "/api/v1/github",

@@ -6,7 +6,7 @@ export function sha256(value: string): string {
 }
 
 /** `<kind>_<43 chars of base64url>`: 256 bits of randomness with a readable kind prefix. */
-export function newSecret(kind: "dpb" | "dps" | "dpa"): string {
+export function newSecret(kind: "dpb" | "dps" | "dpa" | "dpv"): string {
   return `${kind}_${randomBytes(32).toString("base64url")}`;
 }
 

@@ -1,23 +1,19 @@
 import { formatMoney } from "@doppio/contracts";
-import nodemailer from "nodemailer";
 import type { Logger } from "pino";
 import type { ApiConfig } from "../config.ts";
+import type { Mailer } from "../mail.ts";
 import { logNotifier, type WalletNotifier } from "./funds.ts";
 
 /**
- * Wallet notices as email through the configured SMTP server (nodemailer), each one also
+ * Wallet notices as email through the configured SMTP server (mail.ts), each one also
  * logged. The callers catch a failed send, so a mail server that is down never blocks a
  * settlement, a top-up or a stop at zero.
  */
-function mailNotifier(
-  opts: { smtpUrl: string; mailFrom: string; publicUrl: string },
-  log: Logger,
-): WalletNotifier {
-  const transport = nodemailer.createTransport(opts.smtpUrl);
+function mailNotifier(mailer: Mailer, publicUrl: string, log: Logger): WalletNotifier {
   const logged = logNotifier({ log });
-  const billing = new URL("/dashboard/billing", opts.publicUrl).toString();
+  const billing = new URL("/dashboard/billing", publicUrl).toString();
   const send = (to: string, subject: string, text: string) =>
-    transport.sendMail({ from: opts.mailFrom, to, subject, text: `${text}\n\n${billing}\n` });
+    mailer.send(to, subject, `${text}\n\n${billing}\n`);
   return {
     async walletWarning(user, event) {
       await logged.walletWarning(user, event);
@@ -38,13 +34,7 @@ function mailNotifier(
   };
 }
 
-/** Email when `smtpUrl` and `mailFrom` are configured, else the log. */
-export function walletNotifierFor(config: ApiConfig, log: Logger): WalletNotifier {
-  if (config.smtpUrl && config.mailFrom) {
-    return mailNotifier(
-      { smtpUrl: config.smtpUrl, mailFrom: config.mailFrom, publicUrl: config.publicUrl },
-      log,
-    );
-  }
-  return logNotifier({ log });
+/** Email when a mail transport is configured (mail.ts), else the log. */
+export function walletNotifierFor(mailer: Mailer | null, config: ApiConfig, log: Logger): WalletNotifier {
+  return mailer ? mailNotifier(mailer, config.publicUrl, log) : logNotifier({ log });
 }

@@ -1,9 +1,10 @@
-import { and, eq, inArray, like, sql } from "drizzle-orm";
+import type { TopUp } from "@doppio/contracts";
+import { and, desc, eq, inArray, like, sql } from "drizzle-orm";
 import Stripe from "stripe";
 import type { ApiConfig } from "../config.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
-import { ledgerEntries, stripeEvents, topUps, users } from "../db/schema.ts";
+import { ledgerEntries, stripeEvents, teamMembers, topUps, users } from "../db/schema.ts";
 import { AppError } from "../errors.ts";
 import type { Principal } from "../services/users.ts";
 import { type FailedTopUp, reactToBalance } from "./funds.ts";
@@ -77,6 +78,7 @@ export async function createTopUp(
     amount,
     currency,
     createdAt: ctx.clock.now(),
+    updatedAt: ctx.clock.now(),
   });
   return { url: session.url, sessionId: session.id };
 }
@@ -120,7 +122,9 @@ export async function handleStripeWebhook(ctx: Ctx, rawBody: Buffer, signature: 
       case "checkout.session.async_payment_succeeded":
         return creditCheckout(tx, event.data.object, event.id, now);
       case "checkout.session.async_payment_failed":
-        return failCheckout(tx, event.data.object);
+        return failCheckout(tx, event.data.object, now);
+      case "checkout.session.expired":
+        return expireCheckout(tx, event.data.object, now);
       case "charge.refunded":
         return debitRefund(tx, event.data.object, event.id, now);
       case "charge.dispute.created":
@@ -129,13 +133,22 @@ export async function handleStripeWebhook(ctx: Ctx, rawBody: Buffer, signature: 
         return null;
     }
   });
-  if (outcome && "balance" in outcome) await reactToBalance(ctx, outcome.userId, outcome.balance);
-  if (outcome && "failed" in outcome) await notifyFailed(ctx, outcome.userId, outcome.failed);
+  if (outcome?.balance !== undefined) await reactToBalance(ctx, outcome.userId, outcome.balance);
+  if (outcome?.failed) await notifyFailed(ctx, outcome.userId, outcome.failed);
+  if (outcome?.topUp) await publishTopUp(ctx, outcome.userId, outcome.topUp);
   return { received: true };
 }
 
-type Moved = { userId: string; balance: number } | null;
-type Outcome = Moved | { userId: string; failed: FailedTopUp };
+/**
+ * What an event changed: the owner's balance (when it moved), a failed top-up to tell them
+ * about, the top-up whose status changed (for the Billing page's `topup` event).
+ */
+type Outcome = { userId: string; balance?: number; failed?: FailedTopUp; topUp?: string } | null;
+
+/** Why nothing was credited, as the Billing page shows it. */
+const FAILED_REASON =
+  "the payment failed after checkout (the bank declined or returned the debit); nothing was credited";
+const EXPIRED_REASON = "the checkout page expired before a payment was made; nothing was credited";
 
 /** A session this control plane made, for the account it names, locked; else null. */
 async function ourSession(tx: Db, session: Stripe.Checkout.Session) {
@@ -148,19 +161,41 @@ async function ourSession(tx: Db, session: Stripe.Checkout.Session) {
  * A delayed payment failed: nothing is credited, the top-up is recorded as failed (unless a
  * paid event already credited it: Stripe sends one outcome per session) and its owner told.
  */
-async function failCheckout(tx: Db, session: Stripe.Checkout.Session): Promise<Outcome> {
+async function failCheckout(tx: Db, session: Stripe.Checkout.Session, at: Date): Promise<Outcome> {
   const topUp = await ourSession(tx, session);
   if (!topUp) return null;
   const [failed] = await tx
     .update(topUps)
-    .set({ status: "failed", paymentIntent: idOf(session.payment_intent) ?? topUp.paymentIntent })
+    .set({
+      status: "failed",
+      failureReason: FAILED_REASON,
+      paymentIntent: idOf(session.payment_intent) ?? topUp.paymentIntent,
+      updatedAt: at,
+    })
     .where(and(eq(topUps.sessionId, session.id), inArray(topUps.status, ["open", "processing"])))
     .returning();
   if (!failed) return null;
   return {
     userId: topUp.userId,
     failed: { sessionId: topUp.sessionId, amount: topUp.amount, currency: topUp.currency },
+    topUp: topUp.sessionId,
   };
+}
+
+/**
+ * A Checkout Session expired unpaid (the customer left; Stripe expires it after 24 h):
+ * recorded, nothing credited, nobody mailed (they chose not to pay). Only an open session
+ * expires: https://docs.stripe.com/api/checkout/sessions/expire.
+ */
+async function expireCheckout(tx: Db, session: Stripe.Checkout.Session, at: Date): Promise<Outcome> {
+  const topUp = await ourSession(tx, session);
+  if (!topUp) return null;
+  const [expired] = await tx
+    .update(topUps)
+    .set({ status: "expired", failureReason: EXPIRED_REASON, updatedAt: at })
+    .where(and(eq(topUps.sessionId, session.id), eq(topUps.status, "open")))
+    .returning();
+  return expired ? { userId: topUp.userId, topUp: topUp.sessionId } : null;
 }
 
 async function notifyFailed(ctx: Ctx, userId: string, failed: FailedTopUp): Promise<void> {
@@ -184,22 +219,24 @@ async function creditCheckout(
   session: Stripe.Checkout.Session,
   eventId: string,
   at: Date,
-): Promise<Moved> {
+): Promise<Outcome> {
   // Not a session this control plane made for this user: nothing to credit.
   const topUp = await ourSession(tx, session);
   if (!topUp || (session.currency ?? "").toUpperCase() !== topUp.currency) return null;
   if (session.payment_status !== "paid" || session.amount_total === null) {
     if (session.payment_status === "unpaid" && session.status === "complete") {
-      await tx
+      const [processing] = await tx
         .update(topUps)
-        .set({ status: "processing", paymentIntent: idOf(session.payment_intent) })
-        .where(and(eq(topUps.sessionId, session.id), eq(topUps.status, "open")));
+        .set({ status: "processing", paymentIntent: idOf(session.payment_intent), updatedAt: at })
+        .where(and(eq(topUps.sessionId, session.id), eq(topUps.status, "open")))
+        .returning();
+      if (processing) return { userId: topUp.userId, topUp: topUp.sessionId };
     }
     return null;
   }
   await tx
     .update(topUps)
-    .set({ status: "paid", paymentIntent: idOf(session.payment_intent) })
+    .set({ status: "paid", failureReason: null, paymentIntent: idOf(session.payment_intent), updatedAt: at })
     .where(eq(topUps.sessionId, session.id));
   const result = await appendEntry(tx, {
     userId: topUp.userId,
@@ -209,7 +246,7 @@ async function creditCheckout(
     at,
     memo: `card top-up (${eventId})`,
   });
-  return result ? { userId: topUp.userId, balance: result.balance } : null;
+  return result ? { userId: topUp.userId, balance: result.balance, topUp: topUp.sessionId } : null;
 }
 
 async function topUpForPayment(tx: Db, paymentIntent: string | null) {
@@ -223,7 +260,7 @@ async function topUpForPayment(tx: Db, paymentIntent: string | null) {
 }
 
 /** `amount_refunded` is cumulative: debit what it adds to the refunds already taken back. */
-async function debitRefund(tx: Db, charge: Stripe.Charge, eventId: string, at: Date): Promise<Moved> {
+async function debitRefund(tx: Db, charge: Stripe.Charge, eventId: string, at: Date): Promise<Outcome> {
   const topUp = await topUpForPayment(tx, idOf(charge.payment_intent));
   const prefix = `refund:${charge.id}:`;
   const [done] = await tx
@@ -240,10 +277,12 @@ async function debitRefund(tx: Db, charge: Stripe.Charge, eventId: string, at: D
     at,
     memo: `card payment refunded (${eventId})`,
   });
-  return result ? { userId: topUp.userId, balance: result.balance } : null;
+  if (!result) return null;
+  await takenBack(tx, topUp.sessionId, due, at);
+  return { userId: topUp.userId, balance: result.balance, topUp: topUp.sessionId };
 }
 
-async function debitDispute(tx: Db, dispute: Stripe.Dispute, eventId: string, at: Date): Promise<Moved> {
+async function debitDispute(tx: Db, dispute: Stripe.Dispute, eventId: string, at: Date): Promise<Outcome> {
   const topUp = await topUpForPayment(tx, idOf(dispute.payment_intent));
   const result = await appendEntry(tx, {
     userId: topUp.userId,
@@ -253,5 +292,52 @@ async function debitDispute(tx: Db, dispute: Stripe.Dispute, eventId: string, at
     at,
     memo: `card payment disputed (${eventId})`,
   });
-  return result ? { userId: topUp.userId, balance: result.balance } : null;
+  if (!result) return null;
+  await takenBack(tx, topUp.sessionId, dispute.amount, at);
+  return { userId: topUp.userId, balance: result.balance, topUp: topUp.sessionId };
+}
+
+/** Adds what a refund or dispute took back to its top-up; all of it taken back is `refunded`. */
+async function takenBack(tx: Db, sessionId: string, amount: number, at: Date): Promise<void> {
+  await tx
+    .update(topUps)
+    .set({
+      refunded: sql`${topUps.refunded} + ${amount}`,
+      status: sql`CASE WHEN ${topUps.refunded} + ${amount} >= ${topUps.amount} THEN 'refunded' ELSE ${topUps.status} END`,
+      updatedAt: at,
+    })
+    .where(eq(topUps.sessionId, sessionId));
+}
+
+/** The owner's recent top-ups, newest first, as the Billing page lists them. */
+export async function listTopUps(ctx: Ctx, userId: string, limit = 20): Promise<TopUp[]> {
+  const rows = await ctx.db
+    .select()
+    .from(topUps)
+    .where(eq(topUps.userId, userId))
+    .orderBy(desc(topUps.createdAt))
+    .limit(limit);
+  return rows.map(toTopUp);
+}
+
+const toTopUp = (t: typeof topUps.$inferSelect): TopUp => ({
+  sessionId: t.sessionId,
+  amount: t.amount,
+  currency: t.currency,
+  status: t.status,
+  failureReason: t.failureReason,
+  refunded: t.refunded,
+  createdAt: t.createdAt.toISOString(),
+  updatedAt: (t.updatedAt ?? t.createdAt).toISOString(),
+});
+
+/** The `topup` event to the owner's streams (the stream sends it to the owner alone). */
+async function publishTopUp(ctx: Ctx, userId: string, sessionId: string): Promise<void> {
+  const [row] = await ctx.db.select().from(topUps).where(eq(topUps.sessionId, sessionId));
+  if (!row) return;
+  const teams = await ctx.db
+    .select({ teamId: teamMembers.teamId })
+    .from(teamMembers)
+    .where(eq(teamMembers.userId, userId));
+  for (const t of teams) ctx.bus.publish(t.teamId, { type: "topup", userId, topUp: toTopUp(row) });
 }

@@ -1,27 +1,54 @@
 import { and, eq, lt, lte, sql } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
-import { ledgerEntries } from "../db/schema.ts";
+import { ledgerEntries, trialGrants } from "../db/schema.ts";
 import { appendEntry, balanceOf } from "./ledger.ts";
 
 const DAY_MS = 86_400_000;
 
 /**
- * The trial credit, in the signup's transaction. Its key is the account's, so an account gets
- * it once whatever retries; the entry says when what is left of it expires.
+ * The address a trial is counted against: lower-cased, with a `+tag` dropped from the local
+ * part, so `Ann+2@Example.com` is `ann@example.com`. (Provider-specific aliases, such as
+ * Gmail's ignored dots, are not folded.) drizzle/0019_email_verification_backfill.sql
+ * computes the same key in SQL.
  */
-export async function grantTrial(ctx: Ctx, tx: Db, userId: string): Promise<void> {
-  if (ctx.config.trialCredit <= 0) return;
+function trialEmailKey(email: string): string {
+  const at = email.lastIndexOf("@");
+  const local = email.slice(0, at).toLowerCase().replace(/\+.*$/, "");
+  return `${local}@${email.slice(at + 1).toLowerCase()}`;
+}
+
+/**
+ * The trial credit, in the transaction that makes the account verified. Once per account
+ * and once per address ever: the `trial_grants` row (primary key the address's key, unique
+ * account) is claimed first, so of two racing grants one inserts and the other, waiting on
+ * the first's uniqueness check, inserts nothing and grants nothing; the ledger key
+ * `trial:<account>` holds the same line. Returns the credit granted and the new balance
+ * (0 and null when none).
+ */
+export async function grantTrial(
+  ctx: Ctx,
+  tx: Db,
+  user: { id: string; email: string },
+): Promise<{ amount: number; balance: number | null }> {
+  if (ctx.config.trialCredit <= 0) return { amount: 0, balance: null };
   const at = ctx.clock.now();
-  await appendEntry(tx, {
-    userId,
+  const [claimed] = await tx
+    .insert(trialGrants)
+    .values({ emailKey: trialEmailKey(user.email), userId: user.id, grantedAt: at })
+    .onConflictDoNothing()
+    .returning();
+  if (!claimed) return { amount: 0, balance: null };
+  const result = await appendEntry(tx, {
+    userId: user.id,
     kind: "trial",
     amount: ctx.config.trialCredit,
-    key: `trial:${userId}`,
+    key: `trial:${user.id}`,
     at,
     expiresAt: new Date(at.getTime() + ctx.config.trialDays * DAY_MS),
     memo: "trial credit",
   });
+  return result ? { amount: ctx.config.trialCredit, balance: result.balance } : { amount: 0, balance: null };
 }
 
 /**

@@ -45,8 +45,28 @@ export const users = pgTable("users", {
     .default("user"),
   /** Idle timeout for the user's boxes that have none of their own (minutes; null or 0: never). */
   idleTimeoutMinutes: integer("idle_timeout_minutes"),
+  /** When the owner proved the address (a link, GitHub's verified email, an admin); null: not yet. */
+  emailVerifiedAt: ts("email_verified_at"),
   createdAt: createdAt(),
 });
+
+/**
+ * Email verification links (services/verification.ts): only the token's sha256 is kept; a
+ * token is spent once (`used_at`), expires, and issuing a new one deletes the older ones.
+ */
+export const emailVerifications = pgTable(
+  "email_verifications",
+  {
+    tokenHash: text("token_hash").primaryKey(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    expiresAt: ts("expires_at").notNull(),
+    usedAt: ts("used_at"),
+    createdAt: createdAt(),
+  },
+  (t) => [index("email_verifications_user_idx").on(t.userId)],
+);
 
 export const teams = pgTable("teams", {
   id: id(),
@@ -397,6 +417,18 @@ export const ledgerEntries = pgTable(
   (t) => [index("ledger_user_seq_idx").on(t.userId, t.seq)],
 );
 
+/**
+ * Trial credit given, one row per normalised email address (billing/trial.ts): the primary
+ * key makes a second trial for the same address (another account, a re-signup, a `+tag`)
+ * impossible, and `user_id` unique one per account. No foreign key: the row outlives the
+ * account, so the address never earns a trial again.
+ */
+export const trialGrants = pgTable("trial_grants", {
+  emailKey: text("email_key").primaryKey(),
+  userId: text("user_id").notNull().unique(),
+  grantedAt: ts("granted_at").notNull(),
+});
+
 /** The balance cache: the sum of the user's ledger, kept in the transaction that appends to it. */
 export const wallets = pgTable("wallets", {
   userId: text("user_id")
@@ -470,7 +502,13 @@ export const topUps = pgTable(
     currency: text("currency").notNull(),
     paymentIntent: text("payment_intent"),
     status: text("status", { enum: TOP_UP_STATUSES }).notNull().default("open"),
+    /** Why a `failed` or `expired` top-up did not credit anything (shown on the Billing page). */
+    failureReason: text("failure_reason"),
+    /** Minor units taken back since by refunds and disputes of its payment. */
+    refunded: bigint("refunded", { mode: "number" }).notNull().default(0),
     createdAt: createdAt(),
+    /** The last status change. */
+    updatedAt: ts("updated_at"),
   },
   (t) => [index("top_ups_payment_intent_idx").on(t.paymentIntent)],
 );

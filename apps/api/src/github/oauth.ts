@@ -131,6 +131,8 @@ export async function finishOAuth(
         ctx,
         { email, password: randomBytes(32).toString("base64url"), name: user.name ?? user.login },
         "user",
+        // GitHub vouches for its verified primary email: verified at creation, with the trial.
+        { verified: true },
       );
       userId = created.userId;
       createdByGithub = true;

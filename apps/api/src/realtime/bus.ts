@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import type { AnsiblePlay, AnsibleTask, Box, Job, LogLine, WalletEvent } from "@doppio/contracts";
+import type { AnsiblePlay, AnsibleTask, Box, Job, LogLine, TopUp, WalletEvent } from "@doppio/contracts";
 
 /** A change of an Ansible play: the play itself (status, counters, progress) or one of its tasks. */
 export type PlayEvent = { type: "play"; play: AnsiblePlay } | { type: "task"; task: AnsibleTask };
@@ -8,7 +8,9 @@ export type RealtimeEvent =
   /** `boxId` lets other replicas reload the row (apps/api/src/realtime/pg-bus.ts); the stream never sends it. */
   | { type: "box"; box: Box; boxId?: string }
   | { type: "job"; job: Job & { boxSlug: string | null } }
-  | { type: "wallet"; wallet: WalletEvent };
+  | { type: "wallet"; wallet: WalletEvent }
+  /** A card top-up changed status; streams send it to `userId` alone (billing/stripe.ts). */
+  | { type: "topup"; userId: string; topUp: TopUp };
 
 /**
  * In-process fan-out of state changes: `server:<id>` wakes that server's claim long-polls,

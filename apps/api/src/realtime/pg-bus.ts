@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type LogLine, WalletEvent } from "@doppio/contracts";
+import { type LogLine, TopUp, WalletEvent } from "@doppio/contracts";
 import { sql } from "drizzle-orm";
 import pg from "pg";
 import type { Logger } from "pino";
@@ -29,6 +29,8 @@ const Note = z.discriminatedUnion("k", [
   z.object({ r: z.string(), k: z.literal("logs"), id: z.string(), from: z.number(), to: z.number() }),
   // A wallet warning is a moment, not a row: its few fields travel in the notification.
   z.object({ r: z.string(), k: z.literal("wallet"), team: z.string(), wallet: WalletEvent }),
+  // So is a top-up's new status (a few short fields).
+  z.object({ r: z.string(), k: z.literal("topup"), team: z.string(), user: z.string(), topUp: TopUp }),
   // An Ansible play (status, counters) or one of its tasks changed.
   z.object({ r: z.string(), k: z.literal("play"), id: z.string() }),
   z.object({ r: z.string(), k: z.literal("task"), play: z.string(), id: z.string() }),
@@ -115,6 +117,8 @@ export class PgBus extends Bus {
       this.notify({ r: this.replica, k: "box", team: teamId, id: event.boxId, slug: event.box.slug });
     } else if (event.type === "job") {
       this.notify({ r: this.replica, k: "job", team: teamId, id: event.job.id });
+    } else if (event.type === "topup") {
+      this.notify({ r: this.replica, k: "topup", team: teamId, user: event.userId, topUp: event.topUp });
     } else {
       this.notify({ r: this.replica, k: "wallet", team: teamId, wallet: event.wallet });
     }
@@ -175,6 +179,13 @@ export class PgBus extends Bus {
         return;
       case "wallet":
         this.reload(`team:${note.team}`, async () => ({ type: "wallet", wallet: note.wallet }));
+        return;
+      case "topup":
+        this.reload(`team:${note.team}`, async () => ({
+          type: "topup",
+          userId: note.user,
+          topUp: note.topUp,
+        }));
         return;
       case "play":
         this.reload(`play:${note.id}`, () => reader.play(note.id));

@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
-import { requireSameOrigin, requireUser, SESSION_COOKIE } from "../http/auth.ts";
+import { AppError } from "../errors.ts";
+import { requireAdmin, requireSameOrigin, requireUser, SESSION_COOKIE } from "../http/auth.ts";
 import { endBoxAccess } from "../services/access.ts";
 import {
   createApiToken,
@@ -13,11 +14,13 @@ import {
   signup,
   toMe,
 } from "../services/users.ts";
+import { adminMarkVerified, resendVerification, verifyEmail } from "../services/verification.ts";
 import { endpoint } from "./contract.ts";
 
 export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const secure = ctx.config.publicUrl.startsWith("https:");
   const user = requireUser(ctx);
+  const admin = requireAdmin(ctx);
   const sameOrigin = requireSameOrigin(ctx);
   const rateLimit = { max: ctx.config.authRateLimitPerMinute, timeWindow: 60_000 };
 
@@ -69,6 +72,35 @@ export function authRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       ...endpoint("getMe"),
       onRequest: user,
       handler: async (req) => toMe(req.principal!),
+    });
+
+    app.route({
+      ...endpoint("verifyEmail"),
+      config: { rateLimit },
+      handler: async (req) => verifyEmail(ctx, req.body.token),
+    });
+
+    app.route({
+      ...endpoint("resendVerification"),
+      onRequest: user,
+      handler: async (req, reply) => {
+        const seconds = await resendVerification(ctx, req.principal!);
+        if (seconds > 0) {
+          reply.header("retry-after", String(seconds));
+          throw new AppError(
+            "rate_limited",
+            `too many verification emails (at most ${ctx.verificationResends.limit} an hour); try again in ${seconds} s`,
+            { retryAfterSeconds: seconds },
+          );
+        }
+        return reply.code(204).send(null);
+      },
+    });
+
+    app.route({
+      ...endpoint("markVerified"),
+      onRequest: admin,
+      handler: async (req) => toMe(await adminMarkVerified(ctx, req.principal!, req.body.email)),
     });
 
     app.route({

@@ -4,7 +4,7 @@ import { adjustWallet } from "../billing/adjust.ts";
 import { getInvoice, invoiceHtml, invoiceOwnerEmail, listInvoices } from "../billing/invoices.ts";
 import { listLedger } from "../billing/ledger.ts";
 import { listPrices, setPrice } from "../billing/prices.ts";
-import { createTopUp, handleStripeWebhook } from "../billing/stripe.ts";
+import { createTopUp, handleStripeWebhook, listTopUps } from "../billing/stripe.ts";
 import { walletView } from "../billing/wallet-view.ts";
 import type { Ctx } from "../context.ts";
 import { requireAdmin, requireUser } from "../http/auth.ts";
@@ -39,6 +39,11 @@ export function billingRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       onRequest: user,
       handler: async (req, reply) =>
         reply.code(201).send(await createTopUp(ctx, req.principal!, req.body.amount)),
+    });
+    app.route({
+      ...endpoint("listTopUps"),
+      onRequest: user,
+      handler: async (req) => ({ topUps: await listTopUps(ctx, req.principal!.userId) }),
     });
     app.route({
       ...endpoint("adjustWallet"),

@@ -25,7 +25,11 @@ export function eventRoutes(ctx: Ctx): FastifyPluginAsyncZod {
         unsubscribe = ctx.bus.subscribe(req.principal!.teamId, (event) => {
           if (event.type === "box") stream.send("box", event.box satisfies TeamEvents["box"]);
           else if (event.type === "job") stream.send("job", event.job satisfies TeamEvents["job"]);
-          else stream.send("wallet", event.wallet satisfies TeamEvents["wallet"]);
+          else if (event.type === "topup") {
+            // A top-up is its payer's business, not their team's.
+            if (event.userId === req.principal!.userId)
+              stream.send("topup", event.topUp satisfies TeamEvents["topup"]);
+          } else stream.send("wallet", event.wallet satisfies TeamEvents["wallet"]);
         });
       },
     });

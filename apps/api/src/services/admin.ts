@@ -41,6 +41,6 @@ export async function bootstrapAdmin(ctx: Ctx): Promise<void> {
       `the admin password in ${adminPasswordFile} must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters (login takes no other)`,
     );
   }
-  await createAccount(ctx, { email: adminEmail, password, name: "Admin" }, "admin");
+  await createAccount(ctx, { email: adminEmail, password, name: "Admin" }, "admin", { verified: true });
   ctx.log.info({ email: adminEmail }, "administrator created");
 }

@@ -2,35 +2,49 @@ import type { ApiToken, CreateTokenRequest, Me, Role } from "@doppio/contracts";
 import { and, eq, gt, isNull, or } from "drizzle-orm";
 import { DUMMY_HASH, hashPassword, needsRehash, verifyPassword } from "../auth/password.ts";
 import { newId, newSecret, sha256 } from "../auth/secrets.ts";
-import { grantTrial } from "../billing/trial.ts";
+import { verificationRequired } from "../config.ts";
 import type { Ctx } from "../context.ts";
 import { apiTokens, sessions, teamMembers, teams, users } from "../db/schema.ts";
 import { AppError, notFound } from "../errors.ts";
 import { endBoxAccess } from "./access.ts";
 import { audit } from "./audit.ts";
+import { markAccountVerified, sendFirstVerification } from "./verification.ts";
 
 export interface Principal {
   userId: string;
   email: string;
   name: string | null;
   role: Role;
+  emailVerified: boolean;
   teamId: string;
   teamName: string;
 }
 
-/** Anyone may sign up; the account is an ordinary user (the admin comes from configuration). */
-export function signup(
+/**
+ * Anyone may sign up; the account is an ordinary user (the admin comes from configuration).
+ * Where verification is required it starts unverified, without trial credit, and its owner
+ * is sent a link (services/verification.ts).
+ */
+export async function signup(
   ctx: Ctx,
   input: { email: string; password: string; name?: string | undefined },
 ): Promise<Principal> {
-  return createAccount(ctx, input, "user");
+  const verified = !verificationRequired(ctx.config);
+  const p = await createAccount(ctx, input, "user", { verified });
+  if (!verified) await sendFirstVerification(ctx, { id: p.userId, email: p.email });
+  return p;
 }
 
-/** A user with their own team. */
+/**
+ * A user with their own team. `verified`: the address is known to be the user's (GitHub's
+ * verified primary email, the configured admin, verification off), so the account is
+ * verified at creation and gets its trial credit in the same transaction.
+ */
 export async function createAccount(
   ctx: Ctx,
   input: { email: string; password: string; name?: string | undefined },
   role: Role,
+  opts: { verified: boolean },
 ): Promise<Principal> {
   const passwordHash = await hashPassword(input.password);
   const userId = newId();
@@ -49,7 +63,7 @@ export async function createAccount(
       });
       await tx.insert(teams).values({ id: teamId, name: teamName, createdAt: ctx.clock.now() });
       await tx.insert(teamMembers).values({ teamId, userId, role: "owner", createdAt: ctx.clock.now() });
-      await grantTrial(ctx, tx, userId);
+      if (opts.verified) await markAccountVerified(ctx, tx, userId);
       await audit(ctx, tx, {
         user: userId,
         action: role === "admin" ? "user.bootstrap_admin" : "user.signup",
@@ -94,6 +108,7 @@ export async function principalForUser(ctx: Ctx, userId: string): Promise<Princi
     email: row.user.email,
     name: row.user.name,
     role: row.user.role,
+    emailVerified: row.user.emailVerifiedAt !== null,
     teamId: row.team.id,
     teamName: row.team.name,
   };
@@ -105,6 +120,7 @@ export function toMe(p: Principal): Me {
     email: p.email,
     name: p.name,
     role: p.role,
+    emailVerified: p.emailVerified,
     team: { id: p.teamId, name: p.teamName },
   };
 }

@@ -80,7 +80,7 @@ export function stripeEvent(type: string, object: Record<string, unknown>, id?: 
 const signer = new Stripe("sk_test_stand_in_signer");
 
 /** POSTs `event` to a webhook endpoint with a `Stripe-Signature` header made by Stripe's library. */
-async function deliverSigned(url: string, secret: string, event: unknown): Promise<Response> {
+export async function deliverSigned(url: string, secret: string, event: unknown): Promise<Response> {
   const payload = JSON.stringify(event);
   const header = signer.webhooks.generateTestHeaderString({ payload, secret });
   return fetch(url, {

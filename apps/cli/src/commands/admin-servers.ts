@@ -18,7 +18,7 @@ import { formatAge, printJson, renderTable } from "../output.ts";
 export function registerAdminServerCommands(program: Command, app: App): void {
   const servers = program
     .command("admin")
-    .description("administrators: hosts and the plays that prepare them")
+    .description("administrators: hosts and the plays that prepare them, accounts' email verification")
     .command("servers")
     .description("list hosts and their warm pools, size a pool, prepare hosts and deploy their agent");
 

@@ -50,6 +50,7 @@ Examples:
       if (opts.json) return printJson(app.io.stdout, { ...me, url: target.url, context: target.contextName });
       printKeyValues(app.io.stdout, [
         ["email", me.email],
+        ["verified", me.emailVerified ? "yes" : "no (no trial credit yet: doppio verify-email resend)"],
         ["role", me.role],
         ["team", me.team.name],
         ["context", target.contextName ?? "(from environment)"],

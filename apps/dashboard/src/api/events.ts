@@ -48,6 +48,7 @@ export function useLiveEvents(enabled: boolean): LiveState {
         void qc.invalidateQueries({ queryKey: ["box"] });
         void qc.invalidateQueries({ queryKey: ["jobs"] });
         void qc.invalidateQueries({ queryKey: keys.wallet });
+        void qc.invalidateQueries({ queryKey: keys.topUps });
       });
       // Each event is parsed with the contract's schema; one that does not fit is dropped
       // (the next refetch brings the truth).
@@ -64,6 +65,14 @@ export function useLiveEvents(enabled: boolean): LiveState {
       // The balance crossed the warning threshold or reached zero: the banner reads the wallet.
       source.addEventListener("wallet", (e) => {
         if (parseEvent(events.wallet, e)) {
+          void qc.invalidateQueries({ queryKey: keys.wallet });
+          void qc.invalidateQueries({ queryKey: ["ledger"] });
+        }
+      });
+      // One of the user's top-ups changed status (paid, failed, expired, refunded).
+      source.addEventListener("topup", (e) => {
+        if (parseEvent(events.topup, e)) {
+          void qc.invalidateQueries({ queryKey: keys.topUps });
           void qc.invalidateQueries({ queryKey: keys.wallet });
           void qc.invalidateQueries({ queryKey: ["ledger"] });
         }

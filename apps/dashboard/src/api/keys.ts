@@ -10,6 +10,7 @@ export const keys = {
   wallet: ["wallet"] as const,
   ledger: (kind: string) => ["ledger", kind] as const,
   invoices: ["invoices"] as const,
+  topUps: ["topups"] as const,
   github: ["github"] as const,
   plays: (server: string) => ["plays", server] as const,
   serverSsh: (server: string) => ["server-ssh", server] as const,

@@ -86,6 +86,14 @@ export function useLedger(kind: LedgerKind | "") {
   });
 }
 
+/** The user's recent card top-ups; refreshed by every `topup` event. */
+export function useTopUps() {
+  return useQuery({
+    queryKey: keys.topUps,
+    queryFn: async () => (await call("listTopUps", {})).topUps,
+  });
+}
+
 export function useInvoices() {
   return useQuery({
     queryKey: keys.invoices,

@@ -5,6 +5,7 @@ import { call } from "../api/client.ts";
 import type { LiveState } from "../api/events.ts";
 import { keys } from "../api/keys.ts";
 import { Link, navigate, useLocation } from "../lib/router.tsx";
+import { VerifyBanner } from "./VerifyBanner.tsx";
 import { WalletBanner } from "./WalletBanner.tsx";
 
 const LIVE_TEXT: Record<LiveState, string> = {
@@ -69,6 +70,7 @@ export function Layout({ me, live, children }: { me: Me; live: LiveState; childr
         </div>
       </header>
       <main ref={main} id="main" className="main" tabIndex={-1}>
+        <VerifyBanner me={me} />
         <WalletBanner />
         {children}
       </main>

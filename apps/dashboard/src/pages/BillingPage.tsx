@@ -4,12 +4,13 @@ import {
   LEDGER_KINDS,
   type LedgerKind,
   MS_PER_HOUR,
+  type TopUpStatus,
   type Wallet,
 } from "@doppio/contracts";
 import { useMutation } from "@tanstack/react-query";
 import { type FormEvent, useState } from "react";
 import { call } from "../api/client.ts";
-import { useInvoices, useLedger, useWallet } from "../api/queries.ts";
+import { useInvoices, useLedger, useTopUps, useWallet } from "../api/queries.ts";
 import { ErrorNotice } from "../components/ErrorNotice.tsx";
 import { Loading } from "../components/Loading.tsx";
 import { parseAmount } from "../lib/money.ts";
@@ -43,6 +44,7 @@ export function BillingPage() {
         </dl>
       </section>
       <TopUp wallet={w} />
+      <TopUps cardTopUps={w.cardTopUps} />
       <section className="card" aria-label="Cost per box this month">
         <h2>This month, per box</h2>
         {w.boxes.length === 0 ? (
@@ -120,6 +122,62 @@ function TopUp({ wallet }: { wallet: Wallet }) {
       </button>
       {topUp.isError && <ErrorNotice error={topUp.error} />}
     </form>
+  );
+}
+
+const TOP_UP_LABELS: Record<TopUpStatus, string> = {
+  open: "awaiting payment",
+  processing: "processing",
+  paid: "paid",
+  failed: "failed",
+  expired: "expired",
+  refunded: "refunded",
+};
+
+/** The user's recent card top-ups: where each stands, and why a failed one credited nothing. */
+function TopUps({ cardTopUps }: { cardTopUps: boolean }) {
+  const topUps = useTopUps();
+  if (!cardTopUps && !topUps.data?.length) return null;
+  return (
+    <section className="card" aria-label="Top-ups">
+      <h2>Top-ups</h2>
+      {topUps.isPending ? (
+        <Loading />
+      ) : topUps.isError ? (
+        <ErrorNotice error={topUps.error} />
+      ) : topUps.data.length === 0 ? (
+        <p className="empty-line muted">No card top-ups yet.</p>
+      ) : (
+        <table className="table">
+          <thead>
+            <tr>
+              <th>Started</th>
+              <th>Amount</th>
+              <th>Status</th>
+              <th>Details</th>
+            </tr>
+          </thead>
+          <tbody>
+            {topUps.data.map((t) => (
+              <tr key={t.sessionId} data-topup-row={t.sessionId} data-topup-status={t.status}>
+                <td>{t.createdAt.replace(/\.\d+Z$/, "Z")}</td>
+                <td>{formatMoney(t.amount, t.currency)}</td>
+                <td className={t.status === "failed" || t.status === "expired" ? "error-text" : undefined}>
+                  {TOP_UP_LABELS[t.status]}
+                </td>
+                <td className="small">
+                  {t.failureReason
+                    ? t.failureReason.charAt(0).toUpperCase() + t.failureReason.slice(1)
+                    : t.refunded > 0
+                      ? `${formatMoney(t.refunded, t.currency)} taken back by refunds or disputes`
+                      : ""}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
   );
 }
 
