@@ -275,7 +275,7 @@ export function controlPlanePlays(
       expect(after.length).toBeGreaterThan(10);
       expect(after.every((t: any) => t.status === "pending")).toBe(true);
       const srv = (await client.get(`/api/v1/servers/${env().server}`)).body;
-      expect(srv.status).toBe("broken");
+      expect(srv.status).toBe("error");
       expect(srv.statusMessage).toBe(`Prepare server: ${result.error}`);
       // The play used the pinned host key (a mismatch would have made it unreachable).
       expect(result.counters.unreachable).toBe(0);
@@ -301,7 +301,7 @@ export function controlPlanePlays(
       expect(execFileSync("ps", ["-eo", "args="], { encoding: "utf8" })).not.toContain(workDir);
       const srv = (await client.get(`/api/v1/servers/${env().server}`)).body;
       expect(srv).toMatchObject({
-        status: "broken",
+        status: "error",
         statusMessage: "Prepare server: cancelled by an administrator",
       });
     },
