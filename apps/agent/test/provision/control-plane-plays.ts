@@ -307,4 +307,32 @@ export function controlPlanePlays(
     },
     10 * MIN,
   );
+
+  test(
+    "Prepare again from error: the play succeeds, the server is active again with its message cleared",
+    async () => {
+      const client = await admin();
+      expect((await client.get(`/api/v1/servers/${env().server}`)).body.status).toBe("error");
+      const started = Date.now();
+      const id = await play("prepare", { allowTcg: true });
+      const result = await waitForPlay(client, id, undefined, 15 * MIN);
+      timings.prepareAgainFromError = Date.now() - started;
+      expect(
+        result.status,
+        JSON.stringify({ error: result.error, tasks: result.tasks.filter((t: any) => t.error) }),
+      ).toBe("success");
+      const deadline = Date.now() + 2 * MIN;
+      let srv = (await client.get(`/api/v1/servers/${env().server}`)).body;
+      while (
+        !(srv.lastHeartbeatAt && Date.parse(srv.lastHeartbeatAt) > Date.parse(result.endedAt)) &&
+        Date.now() < deadline
+      ) {
+        await new Promise((r) => setTimeout(r, 1000));
+        srv = (await client.get(`/api/v1/servers/${env().server}`)).body;
+      }
+      expect(srv).toMatchObject({ status: "active", statusMessage: null });
+      expect(Date.parse(srv.lastHeartbeatAt)).toBeGreaterThan(Date.parse(result.endedAt));
+    },
+    20 * MIN,
+  );
 }
