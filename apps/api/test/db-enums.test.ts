@@ -2,7 +2,14 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { BOX_STATUSES, DESIRED_STATES, GOLDEN_STATUSES, JOB_ACTIONS, JOB_STATUSES } from "@doppio/contracts";
+import {
+  BOX_STATUSES,
+  DESIRED_STATES,
+  GOLDEN_STATUSES,
+  JOB_ACTIONS,
+  JOB_STATUSES,
+  SERVER_STATUSES,
+} from "@doppio/contracts";
 import { PGlite } from "@electric-sql/pglite";
 import { sql } from "drizzle-orm";
 import { drizzle as drizzlePg } from "drizzle-orm/node-postgres";
@@ -11,7 +18,7 @@ import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { agentJobs, boxes, boxStatus, serverTemplates } from "../src/db/schema.ts";
+import { agentJobs, boxes, boxStatus, serverStatus, servers, serverTemplates } from "../src/db/schema.ts";
 import { DB_KINDS, type DbKind, dbUnavailable, freshPostgresDatabase } from "./support/control-plane.ts";
 
 const MIGRATIONS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../drizzle");
@@ -74,6 +81,8 @@ describe("database enums come from the contracts' lists", () => {
     expect(agentJobs.action.enumValues).toEqual([...JOB_ACTIONS]);
     expect(agentJobs.status.enumValues).toEqual([...JOB_STATUSES]);
     expect(serverTemplates.status.enumValues).toEqual([...GOLDEN_STATUSES]);
+    expect(serverStatus.enumValues).toEqual([...SERVER_STATUSES]);
+    expect(servers.status.enumValues).toEqual([...SERVER_STATUSES]);
   });
 });
 
@@ -137,6 +146,86 @@ for (const kind of DB_KINDS) {
       const refused = db.rows(sql`UPDATE boxes SET status = 'sleeping' WHERE id = 'b0'`);
       await expect(refused).rejects.toMatchObject({
         cause: { message: expect.stringMatching(/invalid input value for enum box_status: "sleeping"/) },
+      });
+    });
+  });
+}
+
+/** The server statuses a database could hold before server_status existed (text column): history, not a copy. */
+const SERVER_STATUSES_BEFORE_ENUM = [
+  "pending",
+  "preparing",
+  "active",
+  "draining",
+  "disabled",
+  "broken",
+  "archived",
+];
+
+for (const kind of DB_KINDS) {
+  const why = dbUnavailable(kind);
+  if (why) console.warn(`SKIPPING "server_status migrations [${kind}]": ${why}`);
+  describe.skipIf(why !== null)(`server_status in the migrated database [${kind}]`, () => {
+    let db: Awaited<ReturnType<typeof bareDatabase>>;
+    let older: string;
+
+    beforeAll(async () => {
+      db = await bareDatabase(kind);
+      older = migrationsUpTo("0016_warm_pools");
+      // A database as the release before server_status left it, with a server in each status;
+      // the failed one says why, as a failed play left it.
+      await db.migrate(older);
+      for (const [i, status] of SERVER_STATUSES_BEFORE_ENUM.entries()) {
+        await db.rows(sql`INSERT INTO servers (id, name, domain, status, backend, vcpu, memory_mb, disk_gb,
+          agent_token_hash, status_message)
+          VALUES (${`s${i}`}, ${`srv-${i}`}, 'boxes.test', ${status}, 'qemu', 4, 4096, 20, ${`hash-${i}`},
+          ${status === "broken" ? "Prepare server: Install packages: mirror answered 503" : null})`);
+      }
+      // One registered without a status: the column's default.
+      await db.rows(sql`INSERT INTO servers (id, name, domain, backend, vcpu, memory_mb, disk_gb, agent_token_hash)
+        VALUES ('sd', 'srv-default', 'boxes.test', 'qemu', 4, 4096, 20, 'hash-d')`);
+      await db.migrate(MIGRATIONS);
+    }, 120_000);
+    afterAll(async () => {
+      await db?.close();
+      if (older) rmSync(older, { recursive: true, force: true });
+    });
+
+    it("has the contracts' server statuses, in order, as the enum the committed migrations create", async () => {
+      const labels = await db.rows(sql`SELECT e.enumlabel FROM pg_enum e JOIN pg_type t ON t.oid = e.enumtypid
+        WHERE t.typname = 'server_status' ORDER BY e.enumsortorder`);
+      expect(labels.map((r) => r.enumlabel)).toEqual([...SERVER_STATUSES]);
+      const [column] = await db.rows(
+        sql`SELECT udt_name FROM information_schema.columns WHERE table_name = 'servers' AND column_name = 'status'`,
+      );
+      expect(column).toEqual({ udt_name: "server_status" });
+    });
+
+    it("turns a broken server into error, keeping its message, and every other status as it was", async () => {
+      const rows = await db.rows(
+        sql`SELECT name, status::text AS status, status_message FROM servers ORDER BY name`,
+      );
+      expect(rows).toEqual(
+        [
+          ...SERVER_STATUSES_BEFORE_ENUM.map((status, i) => ({
+            name: `srv-${i}`,
+            status: status === "broken" ? "error" : status,
+            status_message:
+              status === "broken" ? "Prepare server: Install packages: mirror answered 503" : null,
+          })),
+          { name: "srv-default", status: "pending", status_message: null },
+        ].sort((a, b) => a.name.localeCompare(b.name)),
+      );
+    });
+
+    it("keeps the column's default and refuses the old name", async () => {
+      await db.rows(sql`INSERT INTO servers (id, name, domain, backend, vcpu, memory_mb, disk_gb, agent_token_hash)
+        VALUES ('sn', 'srv-new', 'boxes.test', 'qemu', 4, 4096, 20, 'hash-n')`);
+      const [row] = await db.rows(sql`SELECT status::text AS status FROM servers WHERE id = 'sn'`);
+      expect(row).toEqual({ status: "pending" });
+      const refused = db.rows(sql`UPDATE servers SET status = 'broken' WHERE id = 's0'`);
+      await expect(refused).rejects.toMatchObject({
+        cause: { message: expect.stringMatching(/invalid input value for enum server_status: "broken"/) },
       });
     });
   });

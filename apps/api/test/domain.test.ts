@@ -31,7 +31,7 @@ describe("placement", () => {
     const result = placeBox(
       [
         server({ name: "stale", lastHeartbeatAt: new Date(now.getTime() - 120_000) }),
-        server({ name: "broken", status: "broken" }),
+        server({ name: "failed", status: "error" }),
         server({ name: "full", used: { vcpu: 8, memoryMb: 0, diskGb: 0 } }),
         server({ name: "cold", golden: "missing" }),
       ],
@@ -42,7 +42,7 @@ describe("placement", () => {
     if (!result.ok) {
       expect(result.reasons).toEqual([
         "stale: agent not heard from recently",
-        "broken: not active",
+        "failed: not active",
         "full: not enough vcpu",
         "cold: template not ready",
       ]);

@@ -88,7 +88,7 @@ if (!missing)
       }
     });
 
-    it("records a play against an unreachable host: failure, its task unreachable, the server broken", async () => {
+    it("records a play against an unreachable host: failure, its task unreachable, the server in error", async () => {
       await registerServer(admin, "pl-down", { status: "pending" });
       const port = await closedPort();
       const ssh = await admin.post("/api/v1/servers/pl-down/ssh", { host: "127.0.0.1", port, user: "root" });
@@ -123,7 +123,7 @@ if (!missing)
       expect(play.tasks.filter((t: any) => t.status === "pending").length).toBe(play.progress.total - 1);
       expect(play.tasks.some((t: any) => t.role === "common" && t.name.length > 0)).toBe(true);
       const server = (await admin.get("/api/v1/servers/pl-down")).body;
-      expect(server.status).toBe("broken");
+      expect(server.status).toBe("error");
       expect(server.statusMessage).toContain("Prepare server: Gathering Facts: ");
       // The secrets file did not outlive the play.
       expect(() => statSync(path.join(env().cp.ctx.config.dataDir, "plays", play.id, "vars.json"))).toThrow();
@@ -204,6 +204,94 @@ if (!missing)
   );
 
 /**
+ * Playbooks whose one task fails until the operator fixes the cause (a file on the
+ * controller: `fail` and the `exists` test run there, no host needed), with the real
+ * ansible.cfg and callback: a failed play, then a retry from `error` that succeeds.
+ */
+function fixableAnsibleDir(): { dir: string; fix: string } {
+  const dir = mkdtempSync(path.join(tmpdir(), "doppio-ansible-fixable-"));
+  const fix = path.join(dir, "fixed");
+  copyFileSync(path.join(REPO_ANSIBLE, "ansible.cfg"), path.join(dir, "ansible.cfg"));
+  symlinkSync(path.join(REPO_ANSIBLE, "callback_plugins"), path.join(dir, "callback_plugins"));
+  for (const playbook of ["playbook.yml", "deploy-agent.yml"])
+    writeFileSync(
+      path.join(dir, playbook),
+      `- name: Fixable\n  hosts: doppio_hosts\n  gather_facts: false\n  tasks:\n    - name: Check the mirror\n      ansible.builtin.fail:\n        msg: the package mirror answered 503\n      when: not ("${fix}" is exists)\n`,
+    );
+  return { dir, fix };
+}
+const FIXABLE = missing ? null : fixableAnsibleDir();
+afterAll(() => {
+  if (FIXABLE) rmSync(FIXABLE.dir, { recursive: true, force: true });
+});
+
+if (FIXABLE)
+  describeOnEachDb(
+    "Ansible plays that fail, then succeed once the cause is fixed",
+    (env) => {
+      it("a failed play puts the server in error with its task's message; Prepare or Deploy again from error makes it active", async () => {
+        rmSync(FIXABLE.fix, { force: true });
+        const admin = await env().admin();
+        await registerServer(admin, "pl-retry", { status: "pending" });
+        await admin.post("/api/v1/servers/pl-retry/ssh", { host: "127.0.0.1", port: 22, user: "root" });
+
+        const first = await admin.post("/api/v1/servers/pl-retry/plays", { playbook: "prepare" });
+        expect(first.status, JSON.stringify(first.body)).toBe(202);
+        const failed = await waitForPlay(admin, first.body.id);
+        expect(failed).toMatchObject({
+          status: "failure",
+          error: "Check the mirror: the package mirror answered 503",
+        });
+        expect(failed.counters).toMatchObject({ failed: 1 });
+        expect(failed.tasks).toMatchObject([
+          { name: "Check the mirror", status: "failed", error: "the package mirror answered 503" },
+        ]);
+        const broken = (await admin.get("/api/v1/servers/pl-retry")).body;
+        expect(broken).toMatchObject({
+          status: "error",
+          statusMessage: "Prepare server: Check the mirror: the package mirror answered 503",
+        });
+        // What the Servers page and the list show.
+        const listed = (await admin.get("/api/v1/servers")).body.servers.find(
+          (s: { name: string }) => s.name === "pl-retry",
+        );
+        expect(listed).toMatchObject({ status: "error", statusMessage: broken.statusMessage });
+
+        // The operator fixes the cause and runs Prepare again, from `error`.
+        writeFileSync(FIXABLE.fix, "");
+        const second = await admin.post("/api/v1/servers/pl-retry/plays", { playbook: "prepare" });
+        expect(second.status, JSON.stringify(second.body)).toBe(202);
+        expect((await admin.get("/api/v1/servers/pl-retry")).body.status).toBe("preparing");
+        const ok = await waitForPlay(admin, second.body.id);
+        expect(ok).toMatchObject({ status: "success", error: null });
+        expect(ok.tasks).toMatchObject([{ name: "Check the mirror", status: "skipped" }]);
+        expect((await admin.get("/api/v1/servers/pl-retry")).body).toMatchObject({
+          status: "active",
+          statusMessage: null,
+        });
+
+        // A Deploy does not pass through `preparing`: its success itself leaves `error`.
+        rmSync(FIXABLE.fix);
+        const deploy = await admin.post("/api/v1/servers/pl-retry/plays", { playbook: "deploy_agent" });
+        expect((await waitForPlay(admin, deploy.body.id)).status).toBe("failure");
+        expect((await admin.get("/api/v1/servers/pl-retry")).body).toMatchObject({
+          status: "error",
+          statusMessage: "Deploy agent: Check the mirror: the package mirror answered 503",
+        });
+        writeFileSync(FIXABLE.fix, "");
+        const redeploy = await admin.post("/api/v1/servers/pl-retry/plays", { playbook: "deploy_agent" });
+        expect((await admin.get("/api/v1/servers/pl-retry")).body.status).toBe("error");
+        expect((await waitForPlay(admin, redeploy.body.id)).status).toBe("success");
+        expect((await admin.get("/api/v1/servers/pl-retry")).body).toMatchObject({
+          status: "active",
+          statusMessage: null,
+        });
+      });
+    },
+    { ansibleDir: FIXABLE.dir },
+  );
+
+/**
  * A control plane that dies mid-play (no shutdown) leaves a running row and an orphaned
  * ansible-playbook; the next one to start on the same database ends the play as
  * `failure: interrupted` and kills the orphan. Two control planes on one database need
@@ -240,7 +328,7 @@ describe.skipIf(missing !== null || noPostgres !== null)("a control-plane restar
         error: "interrupted: the control plane restarted during the play",
       });
       const server = (await (await second.admin()).get("/api/v1/servers/pl-restart")).body;
-      expect(server).toMatchObject({ status: "broken" });
+      expect(server).toMatchObject({ status: "error" });
       expect(server.statusMessage).toContain("interrupted");
       const deadline = Date.now() + 10_000;
       while (processesMentioning(workDir).length > 0 && Date.now() < deadline)

@@ -71,6 +71,18 @@ function ansibleDir(): string {
   return dir;
 }
 
+/** Playbooks whose one task fails as a broken package mirror would: a failed Prepare. */
+function failingAnsibleDir(): string {
+  const real = path.join(ROOT, "provision/ansible");
+  const dir = mkdtempSync(path.join(tmpdir(), "doppio-ansible-ui-fail-"));
+  copyFileSync(path.join(real, "ansible.cfg"), path.join(dir, "ansible.cfg"));
+  symlinkSync(path.join(real, "callback_plugins"), path.join(dir, "callback_plugins"));
+  const play =
+    "- name: UI test\n  hosts: doppio_hosts\n  gather_facts: false\n  tasks:\n    - name: Reach the package mirror\n      ansible.builtin.fail:\n        msg: the package mirror answered 503\n";
+  for (const file of ["playbook.yml", "deploy-agent.yml"]) writeFileSync(path.join(dir, file), play);
+  return dir;
+}
+
 async function closedPort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -197,5 +209,47 @@ describe.skipIf(missing.length > 0)("plays on the Servers page in a real browser
       ["prepare", "success"],
     ]);
     expect(browser.consoleErrors).toEqual([]);
+  }, 180_000);
+
+  it("shows a failed Prepare on the server card: the status error and the failing task's message", async () => {
+    const failing = failingAnsibleDir();
+    const other = await startControlPlane({
+      config: { dashboardDir: outDir, ansibleDir: failing, authRateLimitPerMinute: 1000 },
+    });
+    let b: TestBrowser | undefined;
+    try {
+      const admin = await other.admin();
+      await registerServer(admin, "ui-failing", { status: "pending" });
+      await admin.post("/api/v1/servers/ui-failing/ssh", {
+        host: "127.0.0.1",
+        port: await closedPort(),
+        user: "root",
+      });
+      b = await launchBrowser(other.url);
+      const page = b.page;
+      await page.goto("/dashboard/login");
+      await page.getByLabel("Email").fill(ADMIN_EMAIL);
+      await page.getByLabel("Password").fill(ADMIN_PASSWORD);
+      await page.getByRole("button", { name: "Log in" }).click();
+      await page.getByRole("link", { name: "Servers" }).click();
+      const card = page.locator('[data-server="ui-failing"]');
+      const badge = card.locator(".card-head .badge");
+      await badge.getByText("pending").waitFor();
+      await card.getByRole("button", { name: "Prepare server" }).click();
+      await card.locator("div.play[data-status=failure]").waitFor({ timeout: 60_000 });
+      // The card follows the play's end without a reload: the status and why.
+      const message = "Prepare server: Reach the package mirror: the package mirror answered 503";
+      await badge.getByText("error", { exact: true }).waitFor();
+      expect(await badge.getAttribute("class")).toContain("badge-error");
+      await card.locator("p.error-text[role=alert]").getByText(message, { exact: true }).waitFor();
+      await page.screenshot({ path: path.join(SHOTS, "04-prepare-failed.png"), fullPage: true });
+      const server = (await admin.get("/api/v1/servers/ui-failing")).body;
+      expect(server).toMatchObject({ status: "error", statusMessage: message });
+      expect(b.consoleErrors).toEqual([]);
+    } finally {
+      await b?.close();
+      await other.close();
+      await rm(failing, { recursive: true, force: true });
+    }
   }, 180_000);
 });

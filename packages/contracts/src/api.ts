@@ -82,7 +82,8 @@ export type Template = z.infer<typeof Template>;
 /**
  * Only `active` servers take new boxes. `draining`: its boxes keep running and take their
  * actions, nothing new lands there; `disabled`: neither, its agent gets no jobs until it is
- * active again (queued ones wait).
+ * active again (queued ones wait). `error`: its last Prepare or Deploy play failed (or a Prepare
+ * was cancelled); `statusMessage` holds the play's error, and a new play can run from it.
  */
 export const SERVER_STATUSES = [
   "pending",
@@ -90,7 +91,7 @@ export const SERVER_STATUSES = [
   "active",
   "draining",
   "disabled",
-  "broken",
+  "error",
   "archived",
 ] as const;
 export type ServerStatus = (typeof SERVER_STATUSES)[number];
@@ -148,7 +149,7 @@ export const Server = z.object({
   name: z.string(),
   domain: z.string(),
   status: z.enum(SERVER_STATUSES),
-  /** Why the server is `broken`: the failing task of its last play. */
+  /** Why the server is in `error`: the failing task of its last play. */
   statusMessage: z.string().nullable(),
   backend: z.enum(BACKENDS),
   capacity: z.object({ vcpu: z.number(), memoryMb: z.number(), diskGb: z.number() }),

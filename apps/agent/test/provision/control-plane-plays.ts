@@ -275,7 +275,7 @@ export function controlPlanePlays(
       expect(after.length).toBeGreaterThan(10);
       expect(after.every((t: any) => t.status === "pending")).toBe(true);
       const srv = (await client.get(`/api/v1/servers/${env().server}`)).body;
-      expect(srv.status).toBe("broken");
+      expect(srv.status).toBe("error");
       expect(srv.statusMessage).toBe(`Prepare server: ${result.error}`);
       // The play used the pinned host key (a mismatch would have made it unreachable).
       expect(result.counters.unreachable).toBe(0);
@@ -301,10 +301,38 @@ export function controlPlanePlays(
       expect(execFileSync("ps", ["-eo", "args="], { encoding: "utf8" })).not.toContain(workDir);
       const srv = (await client.get(`/api/v1/servers/${env().server}`)).body;
       expect(srv).toMatchObject({
-        status: "broken",
+        status: "error",
         statusMessage: "Prepare server: cancelled by an administrator",
       });
     },
     10 * MIN,
+  );
+
+  test(
+    "Prepare again from error: the play succeeds, the server is active again with its message cleared",
+    async () => {
+      const client = await admin();
+      expect((await client.get(`/api/v1/servers/${env().server}`)).body.status).toBe("error");
+      const started = Date.now();
+      const id = await play("prepare", { allowTcg: true });
+      const result = await waitForPlay(client, id, undefined, 15 * MIN);
+      timings.prepareAgainFromError = Date.now() - started;
+      expect(
+        result.status,
+        JSON.stringify({ error: result.error, tasks: result.tasks.filter((t: any) => t.error) }),
+      ).toBe("success");
+      const deadline = Date.now() + 2 * MIN;
+      let srv = (await client.get(`/api/v1/servers/${env().server}`)).body;
+      while (
+        !(srv.lastHeartbeatAt && Date.parse(srv.lastHeartbeatAt) > Date.parse(result.endedAt)) &&
+        Date.now() < deadline
+      ) {
+        await new Promise((r) => setTimeout(r, 1000));
+        srv = (await client.get(`/api/v1/servers/${env().server}`)).body;
+      }
+      expect(srv).toMatchObject({ status: "active", statusMessage: null });
+      expect(Date.parse(srv.lastHeartbeatAt)).toBeGreaterThan(Date.parse(result.endedAt));
+    },
+    20 * MIN,
   );
 }

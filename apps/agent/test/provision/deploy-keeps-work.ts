@@ -5,6 +5,7 @@ import { buildBundle } from "../../../../provision/bundle/build-bundle.ts";
 import type { TestClient } from "../../../api/test/support/client.ts";
 import type { TestControlPlane } from "../../../api/test/support/control-plane.ts";
 import { waitForPlay } from "../../../api/test/support/plays.ts";
+import { tapNameForIp } from "../../src/net/naming.ts";
 import { REPO, type TestHost } from "./support/test-host.ts";
 
 /**
@@ -86,6 +87,41 @@ export function deployKeepsWork(
       host.ssh("journalctl -u doppio-agent --no-pager -n 60 -o cat 2>&1 | cut -c1-400 || true"),
     ].join("\n");
   }
+
+  /**
+   * What the host's agent holds for a job and its box: its local status and attempts, how
+   * many result events its outbox ever had for it (one: a result is written once) and how
+   * many are not yet delivered, and the box's IP allocations.
+   */
+  function agentRecord(jobId: string, slug: string) {
+    const script = `const D=require("better-sqlite3");const db=new D("/var/lib/doppio-agent/agent.sqlite",{readonly:true});
+      const [id,slug]=process.argv.slice(1);
+      console.log(JSON.stringify({...db.prepare("SELECT status,attempt FROM jobs WHERE id=?").get(id),
+      results:db.prepare("SELECT count(*) AS n FROM outbox WHERE job_id=? AND json_extract(event, '$.type')='result'").get(id).n,
+      undelivered:db.prepare("SELECT count(*) AS n FROM outbox WHERE job_id=? AND delivered=0").get(id).n,
+      ipAllocations:db.prepare("SELECT count(*) AS n FROM ip_allocations WHERE slug=?").get(slug).n,
+      openJobs:db.prepare("SELECT count(*) AS n FROM jobs WHERE status!='done'").get().n}))`;
+    const out = env().host.ssh(
+      `cd /opt/doppio/apps/agent && /opt/doppio/runtime/bin/node -e '${script.replaceAll("'", "'\\''")}' ${jobId} ${slug}`,
+    );
+    return JSON.parse(out.trim().split("\n").at(-1)!) as {
+      status: string;
+      attempt: number;
+      results: number;
+      undelivered: number;
+      ipAllocations: number;
+      openJobs: number;
+    };
+  }
+
+  /** The host's network links that are this box's TAP (named from its address). */
+  const taps = (ip: string): string[] => {
+    const tap = tapNameForIp(ip);
+    return env()
+      .host.ssh("ip -o link show")
+      .split("\n")
+      .filter((l) => l.includes(`: ${tap}:`) || l.includes(`: ${tap}@`));
+  };
 
   /** Ran once: succeeded, no re-run after an agent restart, each step once. */
   function ranOnce(job: {
@@ -185,6 +221,93 @@ export function deployKeepsWork(
       expect(vmmPids(boxes.keeper)).toEqual([keeperPid]);
     },
     15 * MIN,
+  );
+
+  test(
+    "a box job running when Deploy agent (deploy-agent.yml) restarts the agent finishes once: one result, the box running, nothing leaked",
+    async () => {
+      const { server } = env();
+      const client = await admin();
+      expect((await client.get(`/api/v1/servers/${server}`)).body.status).toBe("active");
+      // A stopped box: its start is a cold boot, long enough under TCG to span the restart.
+      if ((await client.get(`/api/v1/boxes/${boxes.queued}`)).body.status !== "stopped")
+        expect((await client.post(`/api/v1/boxes/${boxes.queued}/stop`)).status).toBe(202);
+      await waitBox(client, boxes.queued, "stopped", 5 * MIN);
+      const oldAgent = agentPid();
+      const res = await client.post(`/api/v1/servers/${server}/plays`, {
+        playbook: "deploy_agent",
+        variables: {},
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(202);
+      const playId: string = res.body.id;
+      // The start goes out once the new release is in place, a few tasks before the restart:
+      // a cold boot under TCG is still running when the agent is told to stop.
+      const done = (t: { status: string }) => !["pending", "running"].includes(t.status);
+      await waitForPlay(
+        client,
+        playId,
+        (p) =>
+          p.status !== "running" ||
+          p.tasks.some((t: any) => t.name === "Make it the current release" && done(t)),
+        10 * MIN,
+      );
+      const start = await client.post(`/api/v1/boxes/${boxes.queued}/start`);
+      expect(start.status, JSON.stringify(start.body)).toBe(202);
+      const jobId: string = start.body.job.id;
+
+      const play = await waitForPlay(client, playId, undefined, 10 * MIN);
+      expect(play.status, JSON.stringify(play.error)).toBe("success");
+      expect(agentPid()).not.toBe(oldAgent);
+      const restart = play.tasks.find((t: any) => t.handler && t.name === "Restart doppio-agent");
+      expect(restart, JSON.stringify(play.tasks.map((t: any) => [t.name, t.status]))).toMatchObject({
+        status: "changed",
+      });
+
+      const job = await waitJob(client, boxes.queued, jobId, 10 * MIN);
+      const agent = agentRecord(jobId, boxes.queued);
+      const journal = env().host.ssh(
+        "journalctl -u doppio-agent --no-pager -n 400 -o cat 2>&1 | grep -E 'stopping|resuming|job finished|running again' | cut -c1-300 || true",
+      );
+      const why = JSON.stringify({ job, agent, restart, journal });
+      console.log(
+        `[provision] a job running across the restart: agent attempts ${agent.attempt}; ${journal}`,
+      );
+      // It was running when the restart began (acknowledged before it, finished after it).
+      expect(Date.parse(job.startedAt), why).toBeLessThan(Date.parse(restart.startedAt));
+      expect(Date.parse(job.finishedAt), why).toBeGreaterThan(Date.parse(restart.startedAt));
+      // Its result reached the control plane once: the agent wrote one result and delivered
+      // everything, the control plane delivered the job once and it succeeded.
+      expect(job.status, why).toBe("succeeded");
+      expect(job.attempts, why).toBe(1);
+      expect(agent, why).toMatchObject({ status: "done", results: 1, undelivered: 0, openJobs: 0 });
+      const names = job.steps.map((s: { name: string }) => s.name);
+      expect(names, why).toEqual([...new Set(names)]);
+      // A succeeded job has no step left running (one cut short by the restart was run again).
+      expect(
+        job.steps.filter((s: { status: string }) => s.status !== "succeeded"),
+        why,
+      ).toEqual([]);
+
+      // The box ends as asked, served by one VMM on one TAP and one address, through the edge.
+      const box = await waitBox(client, boxes.queued, "running", MIN);
+      expect(vmmPids(boxes.queued), why).toHaveLength(1);
+      expect(taps(box.ip), why).toHaveLength(
+        taps((await client.get(`/api/v1/boxes/${boxes.keeper}`)).body.ip).length,
+      );
+      expect(taps(box.ip).length, why).toBeLessThanOrEqual(1);
+      expect(agent.ipAllocations, why).toBe(1);
+      expect(site(boxes.queued), why).toBe(boxes.queued);
+      expect(vmmPids(boxes.keeper)).toEqual([keeperPid]);
+      await heartbeatAfter(client, Date.parse(play.endedAt));
+
+      // As the next test expects it: the box stopped.
+      const stop = await client.post(`/api/v1/boxes/${boxes.queued}/stop`);
+      expect(stop.status, JSON.stringify(stop.body)).toBe(202);
+      await waitBox(client, boxes.queued, "stopped", 5 * MIN);
+      expect(vmmPids(boxes.queued)).toEqual([]);
+      expect(taps(box.ip)).toEqual([]);
+    },
+    20 * MIN,
   );
 
   test(

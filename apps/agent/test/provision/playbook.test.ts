@@ -189,7 +189,7 @@ describe.skipIf(unavailable !== null)("provisioning a fresh Debian host with Ans
     2 * MIN,
   );
 
-  // Last: these change the host's agent token and leave the server broken on purpose.
+  // Last: these change the host's agent token and leave the server in error on purpose (then retry).
   controlPlanePlays(
     () => ({
       cp,

@@ -57,7 +57,7 @@ async function markInterrupted(ctx: Ctx, playIds: string[], why: string): Promis
     await ctx.db
       .update(servers)
       .set({
-        status: "broken",
+        status: "error",
         statusMessage: `${p.playbook === "prepare" ? "Prepare server" : "Deploy agent"}: ${error}`,
       })
       .where(eq(servers.id, p.serverId));

@@ -48,7 +48,7 @@ const run = promisify(execFile);
 const STDERR_KEEP = 8192;
 const KILL_AFTER_MS = 5000;
 /** The statuses a successful play moves to `active` (not `draining`, `disabled`, `archived`). */
-const PLAY_MAKES_ACTIVE: ServerStatus[] = ["pending", "preparing", "active", "broken"];
+const PLAY_MAKES_ACTIVE: ServerStatus[] = ["pending", "preparing", "active", "error"];
 /** Environment the child gets from ours: nothing else (no database URL, no tokens). */
 const PASSED_ENV = ["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME"];
 
@@ -351,7 +351,7 @@ export class PlayRunner {
         await db
           .update(servers)
           .set({
-            status: "broken",
+            status: "error",
             statusMessage: `${kind === "prepare" ? "Prepare server" : "Deploy agent"}: ${error}`,
           })
           .where(eq(servers.id, serverId));

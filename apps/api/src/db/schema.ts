@@ -30,6 +30,8 @@ import {
 
 /** Box statuses as the database knows them: the contracts' list, so a new status needs a migration. */
 export const boxStatus = pgEnum("box_status", BOX_STATUSES);
+/** Server statuses likewise: a server cannot hold a status the contracts do not list. */
+export const serverStatus = pgEnum("server_status", SERVER_STATUSES);
 
 const id = () => text("id").primaryKey();
 const createdAt = () => timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow();
@@ -128,7 +130,7 @@ export const servers = pgTable("servers", {
   id: id(),
   name: text("name").notNull().unique(),
   domain: text("domain").notNull(),
-  status: text("status", { enum: SERVER_STATUSES }).notNull().default("pending"),
+  status: serverStatus("status").notNull().default("pending"),
   backend: text("backend", { enum: ["qemu", "firecracker"] }).notNull(),
   vcpu: integer("vcpu").notNull(),
   memoryMb: integer("memory_mb").notNull(),
@@ -144,7 +146,7 @@ export const servers = pgTable("servers", {
   unreachableSince: ts("unreachable_since"),
   /** Last inventory the agent reported (VMs and states). */
   inventory: jsonb("inventory").$type<Array<{ slug: string; state: string; ip: string | null }>>(),
-  /** Why the server is `broken` (the failing task of its last play); null otherwise. */
+  /** Why the server is in `error` (the failing task of its last play); null otherwise. */
   statusMessage: text("status_message"),
   /**
    * sha256 of the agent token the last play handed the host. The current token keeps working

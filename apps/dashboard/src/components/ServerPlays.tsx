@@ -31,7 +31,7 @@ export function ServerPlays({ server }: { server: string }) {
   });
   const running = play !== null && active(play);
   const ended = live.play !== null && !active(live.play);
-  // A play that ends changes the server (active, broken): show it.
+  // A play that ends changes the server (active, error): show it.
   useEffect(() => {
     if (!ended) return;
     qc.invalidateQueries({ queryKey: keys.servers });
