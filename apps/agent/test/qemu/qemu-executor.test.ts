@@ -170,6 +170,53 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
     expect(ns.curl("http://10.0.0.2:8888/").trim()).toBe("clone-a");
   });
 
+  it("a start cut off by an agent restart during wait_ready is finished by the next agent: it waits for the guest's READY", async () => {
+    // Two agents on one data dir, one after the other: the first dies (its job never
+    // returns) just as its start waits for the guest; the second re-runs the start.
+    const agent = () =>
+      new QemuExecutor({
+        dataDir,
+        imagesDir: IMAGES_DIR,
+        network: net,
+        netns: ns.name,
+        goldenNet: GOLDEN_NET,
+        accel: "tcg",
+        volumePoolPerSize: 0,
+        log: pino({ level: "warn" }),
+      });
+    const [first, second] = [agent(), agent()];
+    await first.createFromGolden(boxSpec("cut-boot", "10.0.0.9"), new RecordingReporter());
+    await first.stop("cut-boot", new RecordingReporter());
+    let cut!: () => void;
+    const reachedReady = new Promise<void>((resolve) => {
+      cut = resolve;
+    });
+    const dies = new (class extends RecordingReporter {
+      override step<T>(name: Parameters<RecordingReporter["step"]>[0], fn: () => Promise<T>): Promise<T> {
+        if (name !== "wait_ready") return super.step(name, fn);
+        cut();
+        return new Promise<T>(() => {});
+      }
+    })();
+    void first.start(boxSpec("cut-boot", "10.0.0.9", 2), dies);
+    await reachedReady;
+    expect(dies.steps.map((s) => s.name)).toContain("boot_vm");
+    expect(await second.inspect("cut-boot")).toBe("running");
+
+    const rerun = new RecordingReporter();
+    const up = await second.start(boxSpec("cut-boot", "10.0.0.9", 3), rerun);
+    expect(rerun.steps.map((s) => s.name)).toEqual(["wait_ready"]);
+    expect(up(8000)).toBe("10.0.0.9:8000");
+    // Answering as itself the moment the start returns: the guest was ready, not booting.
+    expect(ns.curl("http://10.0.0.9:8000/").trim()).toBe("cut-boot");
+    // Ready is recorded: a further start adopts the box without waiting again.
+    const again = new RecordingReporter();
+    await second.start(boxSpec("cut-boot", "10.0.0.9", 3), again);
+    expect(again.steps).toEqual([]);
+    // The first agent's lock on the box never ends; the second removes it.
+    await second.remove("cut-boot", new RecordingReporter());
+  });
+
   it("reset wipes /data, keeps the IP and leaves the box running", async () => {
     expect(ns.curl("http://10.0.0.3:8000/cgi-bin/data", "before-reset").trim()).toBe("stored");
     const t = performance.now();

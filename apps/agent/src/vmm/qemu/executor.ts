@@ -25,7 +25,7 @@ import { type BoxPaths, boxesDir, boxPaths } from "./layout.ts";
 import { writeMetadataFile } from "./metadata.ts";
 import { isVmProcess, killVm, readPid } from "./process.ts";
 import { QmpClient } from "./qmp.ts";
-import { fileSize, waitReady } from "./ready.ts";
+import { fileSize, readySeen, waitReady } from "./ready.ts";
 import { type BoxRecord, type GoldenManifest, readJson, writeJson } from "./records.ts";
 
 export interface QemuExecutorConfig {
@@ -282,7 +282,14 @@ export class QemuExecutor implements Executor {
     const paths = boxPaths(this.#ctx.dataDir, slug);
     if ((await this.#state(paths)) !== "running") return null;
     const record = await readJson<BoxRecord>(paths.record);
-    return record ? upstreamOf(record) : null;
+    if (!record) return null;
+    // A guest still booting (its launch's agent was cut off before ready) is not servable.
+    if (
+      record.booting &&
+      !(await readySeen(paths.serial, record.booting.serialFrom, record.booting.generation))
+    )
+      return null;
+    return upstreamOf(record);
   }
 
   async buildGolden(template: TemplateSpec, report: StepReporter): Promise<GoldenInfo> {
@@ -356,7 +363,7 @@ export class QemuExecutor implements Executor {
     ]);
     if (record?.created) {
       // A create that already finished (agent crashed before reporting): never wipe it.
-      return state === "running" ? upstreamOf(record) : this.#start(spec, report);
+      return state === "running" && !record.booting ? upstreamOf(record) : this.#start(spec, report);
     }
     if (state !== "gone") {
       await this.#kill(paths);
@@ -386,7 +393,10 @@ export class QemuExecutor implements Executor {
     const record = await readJson<BoxRecord>(paths.record);
     if (state === "gone" || !record)
       throw new QemuError("not_found", `box ${spec.slug} has no disks to start from`);
-    if (state === "running") return upstreamOf(record);
+    if (state === "running") {
+      if (record.booting) await this.#finishBoot(paths, record, report);
+      return upstreamOf(record);
+    }
     await rm(paths.stopped, { force: true });
     const saved = await savedMemory(paths);
     const origin: Origin = saved
@@ -410,7 +420,27 @@ export class QemuExecutor implements Executor {
     }
   }
 
-  /** Disks (for new boxes), network, QEMU (boot or restore), then the guest's READY. */
+  /**
+   * A running VMM whose launch did not see its guest ready (the agent restarted during
+   * wait_ready): waits for that launch's READY line, then records the box as ready.
+   */
+  async #finishBoot(paths: BoxPaths, record: BoxRecord, report: StepReporter): Promise<void> {
+    const { generation, serialFrom } = record.booting!;
+    report.log(
+      `the VMM is running but its guest was not seen ready (generation ${generation}); waiting for it`,
+    );
+    const marker = await processDir(paths);
+    const pid = await readPid(paths.pid);
+    await report.step("wait_ready", () =>
+      waitReady(paths.serial, serialFrom, generation, this.#ctx.readyTimeoutMs, async () =>
+        pid === null ? false : isVmProcess(pid, marker),
+      ),
+    );
+    delete record.booting;
+    record.created = true;
+    await writeJson(paths.record, record);
+  }
+
   async #state(paths: BoxPaths): Promise<VmState> {
     const pid = await readPid(paths.pid);
     if (pid !== null && (await isVmProcess(pid, await processDir(paths)))) return "running";

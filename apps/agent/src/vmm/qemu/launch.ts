@@ -140,11 +140,9 @@ export async function launchBox(
   if (madeDisks.status === "rejected") throw madeDisks.reason;
   if (attached.status === "rejected") throw attached.reason;
   const net = attached.value;
-  const [, , serialFrom] = await Promise.all([
-    writeJson(paths.record, record),
-    writeMetadataFile(paths.meta, spec.metadata),
-    fileSize(paths.serial),
-  ]);
+  const serialFrom = await fileSize(paths.serial);
+  record.booting = { generation, serialFrom };
+  await Promise.all([writeJson(paths.record, record), writeMetadataFile(paths.meta, spec.metadata)]);
   const restore = origin.kind === "golden" ? origin.golden : origin.kind === "resume" ? origin.saved : null;
   // A mapped golden's clone loads device state only (mapped-ram.ts); a resume of a clone maps
   // the same file private again, and its stream carries all of the RAM.
@@ -195,6 +193,7 @@ export async function launchBox(
       isVmProcess(pid, paths.dir),
     ),
   );
+  delete record.booting;
   record.created = true;
   await writeJson(paths.record, record);
   deps.ctx.log.info(

@@ -1,4 +1,4 @@
-import { open, stat } from "node:fs/promises";
+import { open, readFile, stat } from "node:fs/promises";
 import { setTimeout as delay } from "node:timers/promises";
 import { QemuError } from "./errors.ts";
 
@@ -21,7 +21,7 @@ export async function waitReady(
   timeoutMs: number,
   alive: () => Promise<boolean>,
 ): Promise<void> {
-  const needle = new RegExp(`DOPPIO-READY ${generation}\\r?\\n`);
+  const needle = readyLine(generation);
   const deadline = Date.now() + timeoutMs;
   let text = "";
   let offset = from;
@@ -52,6 +52,19 @@ export async function waitReady(
     }
     await delay(10);
   }
+}
+
+/**
+ * Whether the serial log already holds `DOPPIO-READY <generation>` after byte `from` (from
+ * its start if the agent rotated it since), without waiting.
+ */
+export async function readySeen(serialLog: string, from: number, generation: number): Promise<boolean> {
+  const buf = await readFile(serialLog).catch(() => Buffer.alloc(0));
+  return readyLine(generation).test((buf.length < from ? buf : buf.subarray(from)).toString("utf8"));
+}
+
+function readyLine(generation: number): RegExp {
+  return new RegExp(`DOPPIO-READY ${generation}\\r?\\n`);
 }
 
 function tail(text: string): string {

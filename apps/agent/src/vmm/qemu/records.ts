@@ -63,6 +63,12 @@ export interface BoxRecord {
   processDir?: string;
   /** Set once the first create reached ready: a retried create must not wipe the box then. */
   created: boolean;
+  /**
+   * Set from the launch until the guest prints `DOPPIO-READY <generation>` on the serial log
+   * after byte `serialFrom`. An agent that restarted in between finds a running VMM whose
+   * guest may still be booting: it waits for that line instead of adopting the box as ready.
+   */
+  booting?: { generation: number; serialFrom: number };
 }
 
 export async function readJson<T>(path: string): Promise<T | null> {
