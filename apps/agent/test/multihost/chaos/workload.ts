@@ -120,6 +120,8 @@ export async function runWorkload(
         slug = box.slug;
         action = choices[Math.floor(opts.random() * choices.length)]!;
       }
+      // Checked again here: the other workers may have taken the last slots while this one listed.
+      if (reserved >= opts.total) break;
       reserved++;
       busy.add(slug);
       doing[w] = `${action} ${slug}: request`;
