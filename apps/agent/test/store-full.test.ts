@@ -102,9 +102,21 @@ describe.skipIf(why !== null)("the agent's SQLite store on a full disk", () => {
         },
         90_000,
         500,
-      );
+      ).catch(async (err) => {
+        console.log(JSON.stringify((await boxJobs(cp, name))[0]).slice(0, 1500));
+        const log = (await import("node:fs")).readFileSync(path.join(dir, "agent.log"), "utf8").split("\n");
+        console.log(
+          log
+            .filter((l) => /"level":[45]0|store|claim/.test(l))
+            .map((l) => l.slice(0, 300))
+            .join("\n"),
+        );
+        throw err;
+      });
       expect(job.status === "succeeded" || job.errorCode === "disk_full", JSON.stringify(job)).toBe(true);
-      console.log(`${name}: ${job.status}${job.errorCode ? ` (${job.errorCode})` : ""}, attempts logged: ${job.log.trim()}`);
+      console.log(
+        `${name}: ${job.status}${job.errorCode ? ` (${job.errorCode})` : ""}, attempts logged: ${job.log.trim()}`,
+      );
     }
     await waitFor("the store writes again", async () => !(await storeFull()), 30_000, 250);
     // And new work runs as before.

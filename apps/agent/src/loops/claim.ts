@@ -37,16 +37,12 @@ export class ClaimLoop extends BackgroundLoop {
     for (const j of jobs) {
       let fresh: boolean;
       try {
-        fresh = this.d.store.insert({
-          id: j.id,
-          action: j.action,
-          box: j.box,
-          payload: j.payload,
-          receivedAt: this.d.clock.now().toISOString(),
-        });
         // Acknowledge at once (the control plane's delivery lease ends with the first event),
         // even if the job now waits behind other work.
-        if (fresh) this.d.store.append(j.id, { type: "started", at: this.d.clock.now().toISOString() });
+        fresh = this.d.store.receive(
+          { id: j.id, action: j.action, box: j.box, payload: j.payload },
+          this.d.clock.now().toISOString(),
+        );
       } catch (err) {
         // The disk is full: the jobs not stored go back to the control plane when their
         // delivery lease ends (unacknowledged), and no more are claimed until there is room.

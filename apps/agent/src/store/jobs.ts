@@ -98,6 +98,23 @@ export class JobStore {
     return res.changes === 1;
   }
 
+  /**
+   * A job the control plane handed out: stored and acknowledged (`started`, the first event)
+   * in one transaction, so a failed write (full disk) leaves neither. A job stored without
+   * its acknowledgement would be held (its lease extended by every heartbeat) yet never run.
+   * Returns whether it was new.
+   */
+  receive(job: { id: string; action: string; box: string | null; payload: unknown }, at: string): boolean {
+    return this.db.transaction(() => {
+      const fresh = this.insert({ ...job, receivedAt: at });
+      if (fresh) {
+        this.#append(job.id, { type: "started", at });
+        this.#unsynced = true;
+      }
+      return fresh;
+    })();
+  }
+
   get(id: string): StoredJob | null {
     const row = this.db.prepare("SELECT * FROM jobs WHERE id = ?").get(id) as JobRow | undefined;
     return row ? toJob(row) : null;
