@@ -23,7 +23,7 @@ import { ImageStore } from "./images/store.ts";
 import { defaultRegistry } from "./jobs/handlers/index.ts";
 import type { HandlerDeps, ImageBuilder } from "./jobs/registry.ts";
 import { logOnlyReporter } from "./jobs/reporter.ts";
-import { JobRunner } from "./jobs/runner.ts";
+import { JobRunner, noSpaceLeft } from "./jobs/runner.ts";
 import { LogShipper } from "./logs/shipper.ts";
 import { applyBoxSettings } from "./loops/box-settings.ts";
 import { ClaimLoop } from "./loops/claim.ts";
@@ -330,7 +330,14 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
     metrics,
     async start(opts = {}) {
       started = true;
-      const recovered = jobs.requeueRunning();
+      // A full disk must not stop the agent from starting: the runner holds such jobs until it has room.
+      let recovered = 0;
+      try {
+        recovered = jobs.requeueRunning();
+      } catch (err) {
+        if (!noSpaceLeft(err)) throw err;
+        log.error({ err }, "the agent's store is full: jobs left running wait for room");
+      }
       const unfinished = jobs.unfinished();
       if (recovered > 0 || unfinished.length > 0) {
         log.warn({ recovered, queued: unfinished.length }, "resuming jobs left unfinished by the last run");

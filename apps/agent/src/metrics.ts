@@ -24,6 +24,11 @@ export function createMetrics(opts: { defaults?: boolean } = {}) {
       help: "Job events written to the outbox and not yet confirmed by the control plane",
       registers: [registry],
     }),
+    storeFull: new Gauge({
+      name: "doppio_agent_store_full",
+      help: "1 while the agent's SQLite store cannot record jobs because its disk is full (jobs wait)",
+      registers: [registry],
+    }),
     jobsHeld: new Gauge({
       name: "doppio_agent_jobs_held",
       help: "Jobs queued or running on this agent",

@@ -85,6 +85,43 @@ describe.skipIf(missing !== null)("agent with the real QEMU executor", () => {
     expect(logged.source).toBe("console");
   }, 150_000);
 
+  it("hibernate after its VMM was killed: stopped, TAP and process gone, disks kept, the job says why", async () => {
+    expect(ns.curl("http://10.0.0.2:8000/cgi-bin/data", "kept-after-the-crash").trim()).toBe("stored");
+    const dir = join(a.dataDir, "qemu", "boxes", "real-one");
+    const pid = Number(readFileSync(join(dir, "qemu.pid"), "utf8").trim());
+    const tap = (await network.listTaps())[0]!;
+    process.kill(pid, "SIGKILL");
+    await waitFor("VMM gone", async () => (await executor.inspect("real-one")) === "exited", 10_000);
+    expect((await cp.admin.post("/api/v1/boxes/real-one/hibernate")).status).toBe(202);
+    const box = await waitForBox(cp, "real-one", "stopped", 60_000);
+    expect(box).toMatchObject({ desiredState: "stopped", memoryFileBytes: null, ip: "10.0.0.2" });
+    expect(box.statusReason).toMatch(/VMM had already exited/);
+    const [job] = await boxJobs(cp, "real-one");
+    expect(job).toMatchObject({ action: "hibernate", status: "succeeded", result: { memoryFileBytes: 0 } });
+    expect(job.result.memoryLost).toMatch(/no memory to keep/);
+    expect(job.steps[0]).toMatchObject({ name: "check_state", detail: expect.stringMatching(/exited/) });
+    expect(await executor.inspect("real-one")).toBe("stopped");
+    expect(await network.listTaps()).not.toContain(tap);
+    expect(existsSync(join(dir, "qemu.pid"))).toBe(false);
+    expect(existsSync(join(dir, "qmp.sock"))).toBe(false);
+    expect(existsSync(join(dir, "memory.vmstate"))).toBe(false);
+    expect(existsSync(join(dir, "memory.vmstate.partial"))).toBe(false);
+    // Reconcile leaves it stopped (its desired state); a start boots its disks, data intact.
+    await a.agent.reconciler.reconcileOnce();
+    expect(await executor.inspect("real-one")).toBe("stopped");
+    await cp.admin.post("/api/v1/boxes/real-one/start");
+    await waitForBox(cp, "real-one", "running", 120_000);
+    const [start] = await boxJobs(cp, "real-one");
+    expect(start.steps.map((s: { name: string }) => s.name)).toContain("boot_vm");
+    await waitFor(
+      "guest answers after start",
+      () => ns.curl("http://10.0.0.2:8000/").trim() === "real-one",
+      60_000,
+      1000,
+    );
+    expect(ns.curl("http://10.0.0.2:8000/cgi-bin/data").trim()).toBe("kept-after-the-crash");
+  }, 300_000);
+
   it("stops and starts the box, restarts it after its VMM dies, then deletes it", async () => {
     await cp.admin.post("/api/v1/boxes/real-one/stop");
     await waitForBox(cp, "real-one", "stopped", 60_000);

@@ -89,3 +89,61 @@ describe("hibernate and resume through the control plane and the agent", () => {
     expect(job.steps.map((s: { name: string }) => s.name)).toContain("boot_vm");
   });
 });
+
+// A box whose VMM already died (guest crash, kill -9) has no memory to keep: hibernate's
+// desired state (stopped) is still reachable, so the job succeeds as a plain stop and says why.
+describe("hibernate of a box whose VMM has exited", () => {
+  let cp: TestCp;
+  let a: TestAgent;
+
+  beforeAll(async () => {
+    cp = await startCp();
+    a = await startAgent({ cpUrl: cp.url, token: cp.agentToken });
+    await waitForHeartbeat(cp);
+    expect((await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "crashed" })).status).toBe(202);
+    await waitForBox(cp, "crashed", "running");
+  });
+  afterAll(async () => {
+    await a?.close();
+    await cp?.close();
+  });
+
+  it("settles stopped with its TAP released, the job succeeding and saying the memory was lost", async () => {
+    const tap = a.fake.vm("crashed")!.tap;
+    expect(await a.fake.listTaps()).toContain(tap);
+    a.fake.kill("crashed");
+    expect(await a.fake.inspect("crashed")).toBe("exited");
+    expect((await cp.admin.post("/api/v1/boxes/crashed/hibernate")).status).toBe(202);
+    const box = await waitForBox(cp, "crashed", "stopped");
+    expect(box).toMatchObject({ desiredState: "stopped", memoryFileBytes: null, ip: "10.0.0.2" });
+    expect(box.statusReason).toMatch(/VMM had already exited/);
+    const [job] = await boxJobs(cp, "crashed");
+    expect(job).toMatchObject({ action: "hibernate", status: "succeeded", errorCode: null });
+    expect(job.result).toMatchObject({ ip: "10.0.0.2", memoryFileBytes: 0 });
+    expect(job.result.memoryLost).toMatch(/no memory to keep/);
+    const steps = job.steps as Array<{ name: string; status: string; detail: string | null }>;
+    expect(steps.map((s) => s.name)).toEqual(["check_state", "remove_routes", "stop_vm", "teardown_network"]);
+    expect(steps[0]!.detail).toMatch(/no memory to keep/);
+    expect(job.log).toContain("no memory to keep");
+    expect(a.fake.vm("crashed")!.state).toBe("stopped");
+    expect(await a.fake.listTaps()).not.toContain(tap);
+    expect(a.routes.get("crashed")!.state).toBe("stopped");
+    expect(a.agent.boxes.get("crashed")!.desiredState).toBe("stopped");
+    // Nothing restarts it; a start boots its disks.
+    await a.agent.reconciler.reconcileOnce();
+    expect(a.fake.vm("crashed")!.state).toBe("stopped");
+    expect((await cp.admin.post("/api/v1/boxes/crashed/start")).status).toBe(202);
+    await waitForBox(cp, "crashed", "running");
+    const [start] = await boxJobs(cp, "crashed");
+    expect(start.steps.map((s: { name: string }) => s.name)).toContain("boot_vm");
+  });
+
+  it("a stop of an exited box releases its TAP too", async () => {
+    const tap = a.fake.vm("crashed")!.tap;
+    a.fake.kill("crashed");
+    expect((await cp.admin.post("/api/v1/boxes/crashed/stop")).status).toBe(202);
+    await waitForBox(cp, "crashed", "stopped");
+    expect(a.fake.vm("crashed")!.state).toBe("stopped");
+    expect(await a.fake.listTaps()).not.toContain(tap);
+  });
+});

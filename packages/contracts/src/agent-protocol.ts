@@ -38,8 +38,16 @@ export type GoldenStatus = (typeof GOLDEN_STATUSES)[number];
 /** create, start, stop, reset: the box's address on its host, which the control plane records. */
 const BoxJobResult = z.object({ ip: z.ipv4() });
 const DeleteJobResult = z.object({});
-/** hibernate: the address it keeps and the size of the memory file it left on the host. */
-const HibernateJobResult = BoxJobResult.extend({ memoryFileBytes: z.number().int().nonnegative() });
+/**
+ * hibernate: the address it keeps and the size of the memory file it left on the host. A box
+ * whose VMM had already exited (guest crash, VMM killed) has no memory to keep: the agent
+ * stops it plainly (disks kept, TAP released) and says why in `memoryLost`, with
+ * `memoryFileBytes` 0; the box then settles as `stopped`, which its desired state allows.
+ */
+const HibernateJobResult = BoxJobResult.extend({
+  memoryFileBytes: z.number().int().nonnegative(),
+  memoryLost: z.string().min(1).max(500).optional(),
+});
 const GoldenJobResult = z.object({
   template: z.string(),
   version: z.string(),

@@ -22,12 +22,12 @@ export class JobReporter implements StepReporter {
     private readonly logger: Logger,
   ) {}
 
-  async step<T>(name: StepName, fn: () => Promise<T>): Promise<T> {
+  async step<T>(name: StepName, fn: () => Promise<T>, note?: (value: T) => string | undefined): Promise<T> {
     const started = this.clock.now();
     this.emit({ type: "step", at: started.toISOString(), name, status: "running" });
     try {
       const value = await fn();
-      this.#finish(name, started, "succeeded");
+      this.#finish(name, started, "succeeded", note?.(value));
       return value;
     } catch (err) {
       this.#finish(name, started, "failed", failureMessage(err));
@@ -39,17 +39,18 @@ export class JobReporter implements StepReporter {
     this.emit({ type: "log", at: this.clock.now().toISOString(), line: line.slice(0, LOG_MAX) });
   }
 
-  #finish(name: StepName, started: Date, status: "succeeded" | "failed", error?: string): void {
+  #finish(name: StepName, started: Date, status: "succeeded" | "failed", detail?: string): void {
     const ended = this.clock.now();
     const ms = ended.getTime() - started.getTime();
     this.metrics.stepDuration.observe({ step: name, outcome: status }, ms / 1000);
-    // The step's start and end times carry its duration; the detail is kept for what went wrong.
+    // The step's start and end times carry its duration; the detail is kept for what went
+    // wrong, or for what a succeeded step found that changes the job's outcome.
     this.emit({
       type: "step",
       at: ended.toISOString(),
       name,
       status,
-      ...(error ? { detail: error.slice(0, DETAIL_MAX) } : {}),
+      ...(detail ? { detail: detail.slice(0, DETAIL_MAX) } : {}),
     });
     this.logger.debug({ step: name, status, ms }, "step finished");
   }

@@ -34,14 +34,30 @@ export class JobRunner {
   #running = 0;
   #slotWaiters: Array<() => void> = [];
   #stopping = false;
+  /** Consecutive times a job could not be recorded because the store's disk is full. */
+  #storeFull = 0;
+  #retryTimer: NodeJS.Timeout | null = null;
 
   constructor(deps: RunnerDeps) {
     this.#d = deps;
   }
 
-  /** How many more jobs the claim loop may take now. */
+  /** How many more jobs the claim loop may take now: none while the store cannot record them. */
   freeSlots(): number {
+    if (this.#storeFull > 0) return 0;
     return Math.max(0, this.#d.concurrency - this.#held.size);
+  }
+
+  /** True while the store's disk was full at the last write a job needed (jobs wait, see #execute). */
+  storeFull(): boolean {
+    return this.#storeFull > 0;
+  }
+
+  /** The claim loop could not store a job it was handed: take no more until the store writes again. */
+  noteStoreFull(): void {
+    this.#storeFull = Math.max(this.#storeFull, 1);
+    this.#d.metrics.storeFull.set(1);
+    this.#scheduleStoreProbe();
   }
 
   heldCount(): number {
@@ -95,6 +111,7 @@ export class JobRunner {
   /** Stop taking jobs and wait (bounded) for the running ones; unfinished ones resume next start. */
   async stop(timeoutMs: number): Promise<void> {
     this.#stopping = true;
+    if (this.#retryTimer) clearTimeout(this.#retryTimer);
     const all = Promise.allSettled([...this.#chains.values()]);
     await Promise.race([all, new Promise((r) => setTimeout(r, timeoutMs).unref())]);
   }
@@ -137,7 +154,75 @@ export class JobRunner {
     }
   }
 
+  /**
+   * Runs the job and records its result. If the store cannot record it because the disk is
+   * full (SQLITE_FULL: the job could not be marked running, or its result not written), the
+   * job stays unfinished in the store, exactly as after an agent crash: it is held and run
+   * again from the start once the store writes again (handlers and executors are idempotent),
+   * and the claim loop takes no new job meanwhile, so later jobs wait at the control plane.
+   * Any other store failure propagates as before.
+   */
   async #execute(job: StoredJob): Promise<void> {
+    for (;;) {
+      try {
+        await this.#executeOnce(job);
+        if (this.#storeFull > 0) {
+          this.#storeFull = 0;
+          this.#d.metrics.storeFull.set(0);
+          this.#d.log.warn("the agent's store writes again; jobs resume");
+        }
+        return;
+      } catch (err) {
+        if (!noSpaceLeft(err) || this.#stopping) {
+          if (this.#stopping) return;
+          throw err;
+        }
+        this.#storeFull++;
+        this.#d.metrics.storeFull.set(1);
+        this.#d.log.error(
+          { job: job.id, action: job.action, box: job.box, err },
+          "the agent's store is full (no space left on its disk): the job waits and runs again once it writes",
+        );
+        // Until the store's filesystem has room again (no handler runs meanwhile).
+        for (let tries = 0; ; tries++) {
+          const waitMs = Math.min(30_000, 500 * 2 ** Math.min(tries, 6));
+          await new Promise<void>((resolve) => {
+            this.#retryTimer = setTimeout(resolve, waitMs);
+          });
+          this.#retryTimer = null;
+          if (this.#stopping) return;
+          if (this.#writable()) break;
+        }
+      }
+    }
+  }
+
+  /** Lets the claim loop take jobs again once a small write succeeds (after a failed claim insert). */
+  #scheduleStoreProbe(): void {
+    if (this.#retryTimer || this.#stopping) return;
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = null;
+      if (this.#held.size > 0 || this.#stopping) return; // a held job's retry clears it
+      if (!this.#writable()) return this.#scheduleStoreProbe();
+      this.#storeFull = 0;
+      this.#d.metrics.storeFull.set(0);
+      this.#d.log.warn("the agent's store writes again; claiming resumes");
+      const waiters = this.#slotWaiters;
+      this.#slotWaiters = [];
+      for (const w of waiters) w();
+    }, 2_000);
+  }
+
+  #writable(): boolean {
+    try {
+      return this.#d.store.hasRoom();
+    } catch (err) {
+      this.#d.log.debug({ err }, "store room check failed");
+      return false;
+    }
+  }
+
+  async #executeOnce(job: StoredJob): Promise<void> {
     const { store, clock, metrics } = this.#d;
     if (this.#stopping) return;
     const log = this.#d.log.child({ job: job.id, action: job.action, box: job.box });
@@ -149,7 +234,10 @@ export class JobRunner {
     const report = new JobReporter(emit, clock, metrics, log);
     // Claimed jobs were acknowledged (`started`) on arrival; local jobs are acknowledged here.
     if (job.local && attempt === 1) emit({ type: "started", at: clock.now().toISOString() });
-    if (attempt > 1) report.log(`running again after an agent restart (attempt ${attempt})`);
+    if (attempt > 1) {
+      const why = this.#storeFull > 0 ? "the agent's disk was full" : "an agent restart";
+      report.log(`running again after ${why} (attempt ${attempt})`);
+    }
     const started = clock.now().getTime();
     const result = await this.#run(job, attempt, report);
     if (!result.ok) log.warn({ err: result.err, code: result.code }, "job failed");
@@ -211,10 +299,13 @@ function errorCode(err: unknown): JobErrorCode {
     : ("internal" satisfies ProtocolJobErrorCode);
 }
 
-/** ENOSPC from Node's fs calls, or a tool's "No space left on device" (qemu-img), at any depth. */
-function noSpaceLeft(err: unknown): boolean {
+/**
+ * ENOSPC from Node's fs calls, SQLITE_FULL from the agent's own store (better-sqlite3), or a
+ * tool's "No space left on device" (qemu-img), at any depth.
+ */
+export function noSpaceLeft(err: unknown): boolean {
   for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
-    if ("code" in e && e.code === "ENOSPC") return true;
+    if ("code" in e && (e.code === "ENOSPC" || e.code === "SQLITE_FULL")) return true;
     if (/No space left on device/.test(e.message)) return true;
   }
   return false;

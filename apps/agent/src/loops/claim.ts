@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import { backoffMs, type Clock, sleep } from "../clock.ts";
 import type { ControlPlane } from "../control-plane.ts";
-import type { JobRunner } from "../jobs/runner.ts";
+import { type JobRunner, noSpaceLeft } from "../jobs/runner.ts";
 import type { JobStore } from "../store/jobs.ts";
 import { BackgroundLoop } from "./background-loop.ts";
 
@@ -35,16 +35,20 @@ export class ClaimLoop extends BackgroundLoop {
     let queued = 0;
     if (jobs.length > 0) this.d.onAck?.();
     for (const j of jobs) {
-      const fresh = this.d.store.insert({
-        id: j.id,
-        action: j.action,
-        box: j.box,
-        payload: j.payload,
-        receivedAt: this.d.clock.now().toISOString(),
-      });
-      // Acknowledge at once (the control plane's delivery lease ends with the first event),
-      // even if the job now waits behind other work.
-      if (fresh) this.d.store.append(j.id, { type: "started", at: this.d.clock.now().toISOString() });
+      let fresh: boolean;
+      try {
+        // Acknowledge at once (the control plane's delivery lease ends with the first event),
+        // even if the job now waits behind other work.
+        fresh = this.d.store.receive(
+          { id: j.id, action: j.action, box: j.box, payload: j.payload },
+          this.d.clock.now().toISOString(),
+        );
+      } catch (err) {
+        // The disk is full: the jobs not stored go back to the control plane when their
+        // delivery lease ends (unacknowledged), and no more are claimed until there is room.
+        if (noSpaceLeft(err)) this.d.runner.noteStoreFull();
+        throw err;
+      }
       const stored = this.d.store.get(j.id)!;
       if (!fresh) this.d.log.info({ job: j.id, status: stored.status }, "job handed out again; already held");
       if (stored.status !== "done") {

@@ -1,7 +1,12 @@
+import { statfsSync } from "node:fs";
+import path from "node:path";
 import type { JobEvent } from "@doppio/contracts";
 import type { Db } from "./db.ts";
 
 type LocalJobStatus = "queued" | "running" | "done";
+
+/** Free bytes the store's filesystem needs before jobs run again after it was full. */
+const ROOM_BYTES = 1024 * 1024;
 
 export interface StoredJob {
   id: string;
@@ -93,6 +98,23 @@ export class JobStore {
     return res.changes === 1;
   }
 
+  /**
+   * A job the control plane handed out: stored and acknowledged (`started`, the first event)
+   * in one transaction, so a failed write (full disk) leaves neither. A job stored without
+   * its acknowledgement would be held (its lease extended by every heartbeat) yet never run.
+   * Returns whether it was new.
+   */
+  receive(job: { id: string; action: string; box: string | null; payload: unknown }, at: string): boolean {
+    return this.db.transaction(() => {
+      const fresh = this.insert({ ...job, receivedAt: at });
+      if (fresh) {
+        this.#append(job.id, { type: "started", at });
+        this.#unsynced = true;
+      }
+      return fresh;
+    })();
+  }
+
   get(id: string): StoredJob | null {
     const row = this.db.prepare("SELECT * FROM jobs WHERE id = ?").get(id) as JobRow | undefined;
     return row ? toJob(row) : null;
@@ -133,6 +155,23 @@ export class JobStore {
     } finally {
       this.db.pragma("synchronous = FULL");
     }
+  }
+
+  /**
+   * Whether the store's filesystem has room for jobs again after it was full: at least
+   * ROOM_BYTES free (a claimed job, its events and a WAL checkpoint need far less) and a
+   * write of the same size commits. The written row is removed in the same transaction, so
+   * nothing is left behind, but its pages had to fit in the WAL.
+   */
+  hasRoom(): boolean {
+    const fs = statfsSync(path.dirname(this.db.name));
+    if (fs.bavail * fs.bsize < ROOM_BYTES) return false;
+    this.db.transaction(() => {
+      this.db.exec("CREATE TABLE IF NOT EXISTS room_probe (b BLOB)");
+      this.db.prepare("INSERT INTO room_probe (b) VALUES (zeroblob(?))").run(ROOM_BYTES / 4);
+      this.db.exec("DROP TABLE room_probe");
+    })();
+    return true;
   }
 
   /** Writes every appended event to disk (the WAL is synced before a checkpoint). */

@@ -90,7 +90,8 @@ export type Upstream = (guestPort: number) => string | null;
 
 /** Progress reporting from inside an executor action; each step is timed by the caller. */
 export interface StepReporter {
-  step<T>(name: StepName, fn: () => Promise<T>): Promise<T>;
+  /** `note`: what the step's value means for the job, kept as the succeeded step's detail. */
+  step<T>(name: StepName, fn: () => Promise<T>, note?: (value: T) => string | undefined): Promise<T>;
   log(line: string): void;
 }
 

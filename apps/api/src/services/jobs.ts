@@ -205,6 +205,16 @@ async function settleBox(tx: Db, boxId: string, outcome: JobOutcome, now: Date):
       await set({ ...settled(outcome.action), ip: outcome.data.ip, memoryFileBytes: null });
       return;
     case "hibernate":
+      // No memory was there to keep (its VMM had exited): stopped, and the box says why.
+      if (outcome.data.memoryLost) {
+        await set({
+          ...settled("stop"),
+          statusReason: outcome.data.memoryLost,
+          ip: outcome.data.ip,
+          memoryFileBytes: null,
+        });
+        return;
+      }
       await set({
         ...settled(outcome.action),
         ip: outcome.data.ip,

@@ -48,8 +48,10 @@ export const stopHandler: JobHandler<"stop"> = {
     const box = { ...knownBox(deps, p, state), desiredState: "stopped" as const };
     deps.boxes.upsert(box);
     await report.step("remove_routes", async () => publishStopped(deps, p.slug, box.spec));
-    // A hibernated box's saved memory goes too: a stopped box boots from its disks.
-    if (state === "running" || state === "hibernated") await deps.executor.stop(p.slug, report);
+    // A hibernated box's saved memory goes too: a stopped box boots from its disks. An exited
+    // VMM (crashed, killed) still holds its TAP and is not marked stopped until stop runs.
+    if (state === "running" || state === "hibernated" || state === "exited")
+      await deps.executor.stop(p.slug, report);
     return { ip: box.ip };
   },
 };

@@ -221,12 +221,19 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
       total: opts.jobs,
       parallel: 4,
       random: rng(opts.seed ^ 0x5eed),
+      log,
       onSubmitted: async (n) => {
         while (queue[0] && queue[0].atJob <= n) running.push(fire(queue.shift()!));
       },
     });
+    log(`  ${stamp()} workload done: ${submitted.length} jobs accepted; waiting for the injections to end`);
     for (const p of queue) running.push(fire(p));
-    await Promise.all(running);
+    // An injection that never ends (a process that does not come back) says so instead of hanging quietly.
+    const waiting = setInterval(
+      () => log(`  ${stamp()} still down: ${[...down].join(", ") || "(none)"}`),
+      30_000,
+    );
+    await Promise.all(running).finally(() => clearInterval(waiting));
     log(`  ${stamp()} all ${submitted.length} accepted; everything back; waiting for the last jobs`);
     for (let i = 0; i < 600 && (await inFlight(cluster.databaseUrl)) > 0; i++) await sleep(200);
     // The stream and the hosts' files settle a moment after the last job.

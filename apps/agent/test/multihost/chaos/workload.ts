@@ -1,3 +1,4 @@
+import { IN_FLIGHT_STATUS } from "@doppio/contracts";
 import type { TestClient } from "../../../../api/test/support/client.ts";
 
 /** A small seeded PRNG (mulberry32): the same seed gives the same sequence. */
@@ -40,26 +41,65 @@ export interface Submitted {
   action: string;
 }
 
+/** What the workload needs of a user's API client (TestClient; a stand-in in workload.test.ts). */
+export interface WorkloadClient {
+  get(path: string): Promise<{ status: number; body: unknown }>;
+  post(path: string, body?: unknown): Promise<{ status: number; body: unknown }>;
+  del(path: string): Promise<{ status: number; body: unknown }>;
+}
+
+/** Statuses with a job in flight: the box takes no other action until it settles. */
+const IN_FLIGHT = new Set<string>(Object.values(IN_FLIGHT_STATUS));
+/** A box is settled when no job is in flight and its host is known. */
+const settled = (status: string) => !IN_FLIGHT.has(status) && status !== "unknown";
+
+/** With nothing accepted for this long the workload gives up and says what it waited for. */
+const STALL_MS = 10 * 60_000;
+
 /**
- * The user's stream of `total` actions: creates, stops, starts, resets and deletes on its
- * boxes, `parallel` at a time, each only when the box allows it. Returns every job the API
- * accepted.
+ * The user's stream of box actions until the API has accepted `total` jobs: creates, stops,
+ * starts, hibernates, resets and deletes on its boxes, `parallel` at a time, each only on a
+ * settled box (no job in flight) whose status allows it, and waits for that job to settle.
+ * A request the API refuses does not count, so the run submits `total` jobs whatever the
+ * faults do to the answers. Returns every job the API accepted.
  */
 export async function runWorkload(
-  user: TestClient,
-  opts: { total: number; parallel: number; random: () => number; onSubmitted: (n: number) => Promise<void> },
+  user: WorkloadClient,
+  opts: {
+    total: number;
+    parallel: number;
+    random: () => number;
+    onSubmitted: (n: number) => Promise<void>;
+    log?: (line: string) => void;
+  },
 ): Promise<Submitted[]> {
   const submitted: Submitted[] = [];
+  const ids = new Set<string>();
   const busy = new Set<string>();
   let created = 0;
-  let issued = 0;
-  const worker = async () => {
-    while (issued < opts.total) {
+  // Jobs accepted plus requests on their way: never more than `total` are out at once.
+  let reserved = 0;
+  let refused = 0;
+  // What each worker is doing, for the stall report below.
+  const doing: string[] = Array.from({ length: opts.parallel }, () => "starting");
+  let lastSubmit = Date.now();
+  const stalled = () =>
+    `nothing accepted for ${Math.round((Date.now() - lastSubmit) / 1000)} s ` +
+    `(${submitted.length} accepted, ${refused} refused); workers: ${doing.join(" | ")}`;
+  const stallTimer = setInterval(() => {
+    if (Date.now() - lastSubmit >= 60_000) opts.log?.(`  workload: ${stalled()}`);
+  }, 30_000);
+  const worker = async (w: number) => {
+    while (reserved < opts.total) {
+      if (Date.now() - lastSubmit > STALL_MS) throw new Error(`workload stalled: ${stalled()}`);
+      doing[w] = "listing boxes";
       const list = await retrying("list", () => user.get("/api/v1/boxes"));
       const boxes = (
         list.body as { boxes: Array<{ slug: string; status: string; allowedActions: string[] }> }
       ).boxes;
-      const ready = boxes.filter((b) => !busy.has(b.slug) && b.allowedActions.length > 0);
+      const ready = boxes.filter(
+        (b) => !busy.has(b.slug) && settled(b.status) && b.allowedActions.length > 0,
+      );
       const r = opts.random();
       let slug: string;
       let action: string;
@@ -80,36 +120,63 @@ export async function runWorkload(
         slug = box.slug;
         action = choices[Math.floor(opts.random() * choices.length)]!;
       }
-      issued++;
+      // Checked again here: the other workers may have taken the last slots while this one listed.
+      if (reserved >= opts.total) break;
+      reserved++;
       busy.add(slug);
+      doing[w] = `${action} ${slug}: request`;
       const res =
         action === "create"
           ? await retrying("create", () => user.post("/api/v1/boxes", { template: "minimal", name: slug }))
           : action === "delete"
             ? await retrying("delete", () => user.del(`/api/v1/boxes/${slug}`))
             : await retrying(action, () => user.post(`/api/v1/boxes/${slug}/${action}`));
-      const body = res.body as { job?: { id: string } };
-      if (res.status === 202 && body.job) {
-        submitted.push({ jobId: body.job.id, slug, action });
+      const job = (res.body as { job?: { id: string } } | null)?.job;
+      // 200: the same action was already in flight (a resent request whose first answer was lost).
+      if ((res.status === 202 || res.status === 200) && job && !ids.has(job.id)) {
+        ids.add(job.id);
+        submitted.push({ jobId: job.id, slug, action });
+        lastSubmit = Date.now();
         await opts.onSubmitted(submitted.length);
-      } else if (res.status === 409 && action === "create") {
-        // A create whose answer was lost when its replica died: it exists; its job is in the database.
+      } else {
+        reserved--;
+        refused++;
+        // 409 on a create: its first answer was lost when its replica died; the box and its
+        // job exist (the end checks count jobs in the database, not only accepted ones).
+        if (!(res.status === 409 && action === "create")) {
+          opts.log?.(
+            `  workload: ${action} ${slug} answered ${res.status} ${JSON.stringify(res.body).slice(0, 200)}`,
+          );
+        }
       }
-      await waitSettled(user, slug);
+      await waitSettled(user, slug, (seen) => {
+        doing[w] = `${action} ${slug}: waiting (${seen})`;
+      });
       busy.delete(slug);
     }
+    doing[w] = "done";
   };
-  await Promise.all(Array.from({ length: opts.parallel }, worker));
+  try {
+    await Promise.all(Array.from({ length: opts.parallel }, (_, w) => worker(w)));
+  } finally {
+    clearInterval(stallTimer);
+  }
   return submitted;
 }
 
-/** Until the box has no job in flight (or is gone). */
-async function waitSettled(user: TestClient, slug: string): Promise<void> {
-  for (let i = 0; i < 600; i++) {
+/** Until the box has no job in flight and a known host (or is gone). */
+async function waitSettled(
+  user: WorkloadClient,
+  slug: string,
+  seen: (status: string) => void,
+): Promise<void> {
+  const deadline = Date.now() + 5 * 60_000;
+  for (let i = 0; Date.now() < deadline; i++) {
     const res = await retrying("box", () => user.get(`/api/v1/boxes/${slug}`));
     if (res.status === 404) return;
-    const box = res.body as { allowedActions: string[]; status: string };
-    if (box.allowedActions.length > 0 || box.status === "deleted") return;
+    const box = res.body as { status: string };
+    seen(`${box.status}, try ${i}`);
+    if (settled(box.status)) return;
     await sleep(200);
   }
 }
