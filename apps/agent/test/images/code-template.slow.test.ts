@@ -185,7 +185,7 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
       expect(secrets).toContain(`DOPPIO_ADMIN_PASSWORD=${s.admin_password}\n`);
       // What git-credential-doppio reads: this boot's metadata URL and bearer.
       expect(await read("/run/doppio/metadata")).toBe(
-        `url=${spec.metadata.metadata_url}\ntoken=${s.metadata_token}\n`,
+        `url=${spec.metadata.metadata_url}\ntoken=${s.metadata_token}\ngithub=https://github.com\n`,
       );
       seen.push(secrets);
     }
