@@ -81,7 +81,7 @@ mmdebstrap --variant=minbase --mode=root --include="$includes" bookworm "$rfs"
 rm -f "$rfs"/etc/ssh/ssh_host_*
 rm -rf "$rfs"/var/lib/apt/lists/* "$rfs"/var/cache/apt/*.bin "$rfs"/var/cache/apt/archives/*.deb
 cp -a "$common/rootfs/." "$rfs/"
-cp "$repo/images/minimal/rootfs/usr/lib/doppio/json.awk" "$rfs/usr/lib/doppio/json.awk"
+cp "$repo/images/minimal/rootfs/usr/lib/doppio/json.awk" "$repo/images/minimal/rootfs/usr/lib/doppio/github-url" "$rfs/usr/lib/doppio/"
 ln -sf /bin/busybox "$rfs/sbin/init"
 [ -e "$rfs/usr/bin/usleep" ] || ln -s /bin/busybox "$rfs/usr/bin/usleep"
 : > "$rfs/etc/machine-id"

@@ -80,6 +80,8 @@ export interface Agent {
   metadata: MetadataListener;
   /** Parked clones ahead of demand, per template (pool/warm.ts). */
   pool: WarmPool;
+  /** When each box was last used: edge requests and connections, guests' heartbeats. */
+  activity: BoxActivity;
   /** Ships the boxes' serial logs to the control plane (null if the client cannot). */
   logShipper: LogShipper | null;
   metrics: Metrics;
@@ -326,6 +328,7 @@ export async function buildAgent(config: AgentConfig, io: AgentIo): Promise<Agen
     api,
     metadata,
     pool,
+    activity,
     logShipper,
     metrics,
     async start(opts = {}) {

@@ -93,6 +93,7 @@ describe("job runner: parallel across boxes, in order per box", () => {
       sitePublic: true,
       publicWake: false,
       repo: null,
+      githubUrl: "https://github.com",
     };
     store.insert({ id, action: "start", box, payload, receivedAt: "t" });
     runner.enqueue(store.get(id)!);

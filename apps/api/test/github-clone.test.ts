@@ -24,8 +24,8 @@ if (missing.length) console.warn(`SKIPPING GitHub clone test: missing ${missing.
  * clones it through git-credential-doppio → the agent's metadata service → the control
  * plane → the GitHub stand-in's installation token → a real git-http-backend. Runs on the
  * host, as github-push.test.ts does: the box's side is the two scripts and the files apply
- * writes from the metadata; the helper serves only https://github.com, so the test's git
- * configuration presents the loopback Git server to it under that name. The frappe
+ * writes from the metadata. The helper and the clone use the GitHub web URL the control
+ * plane's GitHub config put in the box's metadata: the stand-in's, which serves Git. The frappe
  * template's path (bench get-app + install-app) runs against a recording `bench` here: a
  * real Frappe bench cannot be built on these machines (no GitHub, no PyPI).
  */
@@ -81,7 +81,6 @@ describe.skipIf(missing.length > 0)("clone the box's repository on first start",
             DOPPIO_LIB: GUEST_LIB,
             DOPPIO_REPO_FILE: path.join(dir, "repo"),
             DOPPIO_WORKSPACE: path.join(dir, "workspace"),
-            DOPPIO_GITHUB_URL: git.url,
             DOPPIO_CLONE_MODE_FILE: path.join(dir, "clone-mode"),
             DOPPIO_STATE_DIR: path.join(dir, "state"),
             DOPPIO_BOX_USER: process.env.USER ?? "root",
@@ -98,6 +97,8 @@ describe.skipIf(missing.length > 0)("clone the box's repository on first start",
   it("carries repo in the create job's payload and the guest's metadata; clones it into the workspace", async () => {
     const { dir, meta } = await boxFrom("cloner", "octo/app-a");
     expect(meta.repo).toBe("octo/app-a");
+    // The configured GitHub web URL (GitHub Enterprise Server's case: not github.com).
+    expect(meta.github_url).toBe(gh.webUrl);
     const job = await cp.admin.get("/api/v1/boxes/cloner");
     expect((job.body as { repo: string | null }).repo).toBe("octo/app-a");
 
@@ -139,7 +140,7 @@ describe.skipIf(missing.length > 0)("clone the box's repository on first start",
     expect(first.out).toContain("installed octo/frappe_shop as the app frappe_shop on dev.localhost");
     expect(first.code).toBe(0);
     expect((await readFile(path.join(dir, "bench.log"), "utf8")).trim().split("\n")).toEqual([
-      `bench get-app ${git.url}/octo/frappe_shop.git`,
+      `bench get-app ${gh.webUrl}/octo/frappe_shop.git`,
       "bench --site dev.localhost install-app frappe_shop",
     ]);
     expect((await readdir(path.join(bench, "apps"))).sort()).toEqual(["frappe", "frappe_shop"]);
@@ -154,6 +155,24 @@ describe.skipIf(missing.length > 0)("clone the box's repository on first start",
       const r = await cloneIn(dir);
       expect(r.code, bad).toBe(2);
       expect(r.out).toContain("refusing repository name");
+    }
+    expect(await readdir(path.join(dir, "workspace"))).toEqual([]);
+    expect(existsSync(path.join(dir, "pwned"))).toBe(false);
+  });
+
+  it("refuses a GitHub URL that is not http(s)://host[:port] before running anything", async () => {
+    const dir = path.join(tmp, "hostile-url");
+    await mkdir(path.join(dir, "workspace"), { recursive: true });
+    await writeFile(path.join(dir, "repo"), "octo/app-a\n");
+    for (const bad of [
+      `${gh.webUrl}/x';touch pwned;'`,
+      "https://$(touch pwned)",
+      "ext::sh -c touch% pwned",
+    ]) {
+      await writeFile(path.join(dir, "metadata"), `github=${bad}\n`);
+      const r = await cloneIn(dir);
+      expect(r.code, bad).toBe(2);
+      expect(r.out).toContain("refusing the box's GitHub URL");
     }
     expect(await readdir(path.join(dir, "workspace"))).toEqual([]);
     expect(existsSync(path.join(dir, "pwned"))).toBe(false);

@@ -73,6 +73,33 @@ describe("GitHub App configuration", () => {
     expect(fromEnv.github).toMatchObject({ webUrl: "https://github.com", apiUrl: "https://api.github.com" });
   });
 
+  it("takes GitHub's web URL as an origin (boxes trust it): normalised, anything else refused", () => {
+    const env = {
+      DOPPIO_GITHUB_APP_ID: "1",
+      DOPPIO_GITHUB_APP_SLUG: "x",
+      DOPPIO_GITHUB_CLIENT_ID: "c",
+      DOPPIO_GITHUB_CLIENT_SECRET: "s",
+      DOPPIO_GITHUB_PRIVATE_KEY: "k",
+      DOPPIO_GITHUB_WEBHOOK_SECRET: "w",
+      DOPPIO_SECRETS_KEY: "a2V5",
+    };
+    const web = (url: string) => loadConfig({ ...env, DOPPIO_GITHUB_WEB_URL: url }).github!.webUrl;
+    expect(web("https://GHE.Example.com/")).toBe("https://ghe.example.com");
+    expect(web("https://ghe.example.com:443")).toBe("https://ghe.example.com");
+    expect(web("http://127.0.0.1:8080")).toBe("http://127.0.0.1:8080");
+    for (const bad of [
+      "https://ghe.example.com/github",
+      "https://user:pw@ghe.example.com",
+      "https://ghe.example.com/?x=1",
+      "https://ghe.example.com/#x",
+      "ftp://ghe.example.com",
+      "https://[::1]",
+      'https://ghe"x.example.com',
+    ]) {
+      expect(() => web(bad), bad).toThrow(/webUrl|GitHub's web URL/);
+    }
+  });
+
   it("refuses a secret given both inline and as a file, or not at all, without echoing it", () => {
     const both = () =>
       loadConfig({

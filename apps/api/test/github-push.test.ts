@@ -20,9 +20,9 @@ if (missing.length) console.warn(`SKIPPING GitHub push test: missing ${missing.j
  * helper (images/common/rootfs/usr/local/bin/git-credential-doppio) → the agent's metadata
  * service → the control plane → the GitHub stand-in (app JWT, installation token scoped to
  * the box's repository) → a real smart-HTTP Git server (git-http-backend) that accepts only
- * tokens the stand-in issued for that repository. Runs on the host (the box's side is the
- * helper and its metadata file); the helper serves only https://github.com, so the test's
- * credential configuration presents the loopback Git server to it under that name.
+ * tokens the stand-in issued for that repository, served on the stand-in's web origin as
+ * GitHub serves Git. Runs on the host (the box's side is the helper and its metadata file);
+ * the helper answers only for the GitHub web URL the control plane put in the box's metadata.
  */
 describe.skipIf(missing.length > 0)("git push with a GitHub App installation token", () => {
   let stack: BoxGitStack;
@@ -85,7 +85,7 @@ describe.skipIf(missing.length > 0)("git push with a GitHub App installation tok
   }
 
   it("clones and pushes the box's repository with the minted token", async () => {
-    const clone = await gitRun(["clone", `${git.url}/octo/app-a.git`, "app-a"]);
+    const clone = await gitRun(["clone", `${gh.webUrl}/octo/app-a.git`, "app-a"]);
     expect(clone.stderr).not.toContain("fatal");
     expect(clone.code).toBe(0);
     const dir = path.join(tmp, "app-a");
@@ -99,12 +99,25 @@ describe.skipIf(missing.length > 0)("git push with a GitHub App installation tok
 
   it("cannot push the same token to another repository of the installation", async () => {
     const dir = path.join(tmp, "app-a");
-    expect((await gitRun(["remote", "add", "b", `${git.url}/octo/app-b.git`], dir)).code).toBe(0);
+    expect((await gitRun(["remote", "add", "b", `${gh.webUrl}/octo/app-b.git`], dir)).code).toBe(0);
     const push = await gitRun(["push", "b", "main"], dir);
     expect(push.code).not.toBe(0);
     expect(push.stderr).toContain("403");
     expect(await git.log("octo/app-b")).toEqual(["seed"]);
     expect(git.requests.at(-1)).toMatchObject({ repo: "octo/app-b", status: 403 });
+  });
+
+  it("hands the token to no origin but the box's GitHub URL (same Git server, another port)", async () => {
+    const dir = path.join(tmp, "app-a");
+    const before = git.requests.length;
+    // The Git server's own listener: the same repositories, not the configured origin.
+    expect((await gitRun(["remote", "add", "direct", `${git.url}/octo/app-a.git`], dir)).code).toBe(0);
+    const push = await gitRun(["push", "direct", "main"], dir);
+    expect(push.code).not.toBe(0);
+    expect(push.stderr).toContain("could not read Username");
+    // Asked without credentials only: no request carried a token.
+    expect(git.requests.slice(before).every((r) => r.status === 401)).toBe(true);
+    expect(await git.log("octo/app-a")).toEqual(["edit from the box", "seed"]);
   });
 
   it("is refused once the token has expired at GitHub", async () => {

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { BoxEnv } from "./box.ts";
-import { RepoFullName } from "./github.ts";
+import { DEFAULT_GITHUB_WEB_URL, GitHubWebUrl, RepoFullName } from "./github.ts";
 import { JOB_ACTIONS, type JobAction, JobErrorCode, STEP_NAMES } from "./job.ts";
 
 /** Payload of every box job: everything the agent needs, so it never calls back for intent. */
@@ -22,6 +22,12 @@ export const BoxJobPayload = z.object({
    * or null. Checked again here: it reaches the guest's shell (images/common/rootfs/usr/local/bin/doppio-clone).
    */
   repo: RepoFullName.nullable().default(null),
+  /**
+   * GitHub's web origin (the control plane's GitHub App config: github.com or a GitHub
+   * Enterprise Server): the box's Git credential helper answers for it alone and clones from
+   * it. Checked again here and in the guest: it reaches the guest's shell and gitconfig.
+   */
+  githubUrl: GitHubWebUrl.default(DEFAULT_GITHUB_WEB_URL),
 });
 export type BoxJobPayload = z.infer<typeof BoxJobPayload>;
 

@@ -26,6 +26,32 @@ export const RepoFullName = z.string().superRefine((value, ctx) => {
   if (problem) ctx.addIssue({ code: "custom", message: problem });
 });
 
+/** GitHub's web origin for a box when none is configured. */
+export const DEFAULT_GITHUB_WEB_URL = "https://github.com";
+
+const LABEL = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?";
+const WEB_URL_RE = new RegExp(`^https?://${LABEL}(?:\\.${LABEL})*(?::([1-9][0-9]{0,4}))?$`);
+
+/**
+ * GitHub's web origin as a box is given it (github.com, or a GitHub Enterprise Server):
+ * `http(s)://host[:port]`, lower case, no path, user, query or trailing slash. It reaches the
+ * guest's shell and gitconfig (images/common/rootfs/usr/lib/doppio/github-url checks it there
+ * again), so nothing else passes. IPv6 literals are not accepted.
+ */
+export function githubWebUrlProblem(value: string): string | null {
+  const problem = "GitHub's web URL is http(s)://host[:port] in lower case, without a path";
+  if (value.length > 200) return problem;
+  const m = WEB_URL_RE.exec(value);
+  if (!m || (m[1] !== undefined && Number(m[1]) > 65535)) return problem;
+  return null;
+}
+
+/** `http(s)://host[:port]` of GitHub's web interface (githubWebUrlProblem). */
+export const GitHubWebUrl = z.string().superRefine((value, ctx) => {
+  const problem = githubWebUrlProblem(value);
+  if (problem) ctx.addIssue({ code: "custom", message: problem });
+});
+
 export const GitHubRepo = z.object({
   fullName: z.string(),
   private: z.boolean(),

@@ -16,6 +16,8 @@ export interface BoxSpec {
   publicWake?: boolean;
   /** GitHub `owner/name` the guest clones on first start (absent in records from before). */
   repo?: string | null;
+  /** GitHub's web origin for the box's Git credentials and clone (the payload's githubUrl); absent: github.com. */
+  githubUrl?: string;
   /** Stable for the box's life; replaced on reset (a new clone). */
   secrets: BoxSecrets;
 }

@@ -12,6 +12,11 @@ export interface BoxMetadata {
   env: BoxEnv;
   /** GitHub `owner/name` the guest clones into its workspace on first start; "" or absent: none. */
   repo?: string;
+  /**
+   * GitHub's web origin (`http(s)://host[:port]`, contracts' GitHubWebUrl): the guest's
+   * credential helper answers for it alone and doppio-clone clones from it. Absent: github.com.
+   */
+  github_url?: string;
   network: { ip: string; prefix: number; gateway: string; mac: string; dns: string[] };
   /** The agent's metadata service as the guest reaches it (`http://<gateway>:<port>`); "" when off. */
   metadata_url: string;

@@ -1,6 +1,9 @@
 // SLOW (several minutes on a cold cache): builds the `code` template with mmdebstrap and
 // code-server from npm, golden-builds it under QEMU and restores boxes from it. The built
 // image is cached in .data/template-images by its inputs hash, so later runs reuse it.
+// The boxes are wired to a real control plane, agent metadata service, GitHub stand-in and
+// Git server (apps/api/test/support/box-git.ts): code-b clones, commits and pushes from
+// code-server's terminal in Chromium, and its heartbeat reaches the agent.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { request } from "node:http";
@@ -10,6 +13,7 @@ import { findTemplate } from "@doppio/contracts";
 import pino from "pino";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type BoxGitStack, boxGitMissing, startBoxGitStack } from "../../../api/test/support/box-git.ts";
 import { buildImage } from "../../src/images/builder.ts";
 import { ImageStore } from "../../src/images/store.ts";
 import { splitSerialLines } from "../../src/logs/serial-lines.ts";
@@ -17,10 +21,12 @@ import type { Upstream, VmSpec } from "../../src/vmm/executor.ts";
 import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
 import { boxPaths, goldenTemplateDir } from "../../src/vmm/qemu/layout.ts";
 import { boxSpec, GOLDEN_NET, qemuUnavailable, RecordingReporter } from "../qemu/support.ts";
+import { waitForBox } from "../support/agent-harness.ts";
 import { freePort, TestCaddy } from "../support/caddy.ts";
 import { BUILD_CACHE_DIR, IMAGE_STORE_DIR, imageBuildUnavailable, REPO } from "./support.ts";
 
-const missing = imageBuildUnavailable() ?? qemuUnavailable();
+const missing =
+  imageBuildUnavailable() ?? qemuUnavailable() ?? (boxGitMissing.length ? boxGitMissing.join(", ") : null);
 if (missing) console.warn(`SKIPPING code template tests: ${missing} (CI must provide them)`);
 
 const t = findTemplate("code")!;
@@ -37,12 +43,37 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
   let caddy: TestCaddy | null = null;
   let version: string;
   const boxes: Array<{ spec: VmSpec; up: Upstream }> = [];
+  /** Control plane, agent (metadata service), GitHub stand-in serving Git: what the guests talk to. */
+  let stack: BoxGitStack;
+  /** The agent's name for code-b (its metadata token is the one that agent issued "pusher"). */
+  const PUSHER = "pusher";
+  /** GitHub's web URL as the guests reach the stand-in: a guest forward on their gateway. */
+  let guestGitHub = "";
 
   beforeAll(async () => {
+    let t0 = performance.now();
+    stack = await startBoxGitStack({ serverName: "code-host", repos: ["app-a", "app-b"] });
+    // A box the control plane created from octo/app-a on the stack's agent (whose VMM is a
+    // recording fake): its boot metadata carries the token the agent's metadata service
+    // knows. code-b below boots the code template under QEMU with that identity.
+    const created = await stack.cp.admin.post("/api/v1/boxes", {
+      template: "minimal",
+      name: PUSHER,
+      repo: "octo/app-a",
+    });
+    expect(created.status).toBe(202);
+    await waitForBox(stack.cp, PUSHER, "running");
+    const metadataPort = Number(new URL(stack.agent.agent.metadata.url!).port);
+    const gitPort = Number(new URL(stack.gh.webUrl).port);
+    // The control plane's GitHub URL is the stand-in on the host's loopback; a user-mode
+    // guest reaches that server at its gateway (the forward below) and nothing else.
+    expect(stack.fake.metadata.get(PUSHER)!.github_url).toBe(stack.gh.webUrl);
+    timings.gitStackMs = Math.round(performance.now() - t0);
+
     const report = new RecordingReporter();
     const lines: string[] = [];
     report.log = (l?: string) => void lines.push(l ?? "");
-    let t0 = performance.now();
+    t0 = performance.now();
     const built = await buildImage(t, report, {
       repoDir: REPO,
       store,
@@ -72,6 +103,9 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
       accel: "auto",
       accelCacheFile: join(REPO, ".data", "qemu-accel.json"),
       userModePorts: [22, 8888],
+      userModeMetadataPort: metadataPort,
+      // Test only: the GitHub stand-in (and its Git) at <gateway>:<its port>.
+      userModeGuestForwards: [gitPort],
       readyTimeoutMs: 240_000,
       log,
     });
@@ -97,8 +131,19 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
       ["code-b", "10.0.0.22"],
     ] as const) {
       const spec = boxSpec(slug, ip, 1, { tap: false, template: "code" });
-      // code-b is "created from a repository": its guest tries the clone after READY.
-      if (slug === "code-b") spec.metadata.repo = "octo/app-a";
+      guestGitHub = `http://${spec.net.gateway}:${gitPort}`;
+      spec.metadata.github_url = guestGitHub;
+      spec.metadata.metadata_url = `http://${spec.net.gateway}:${metadataPort}`;
+      // Both are "created from a repository": each guest tries the clone after READY. code-a's
+      // metadata token is its own random one, which the agent never issued.
+      spec.metadata.repo = slug === "code-a" ? "octo/app-b" : "octo/app-a";
+      if (slug === "code-b") {
+        // Nothing has used it yet (this agent has no edge: only guests' heartbeats mark boxes).
+        expect(stack.agent.agent.activity.lastActiveAt(PUSHER)).toBeNull();
+        const pusher = stack.fake.metadata.get(PUSHER)!;
+        expect(pusher.metadata_url).toBe(spec.metadata.metadata_url);
+        spec.metadata.secrets.metadata_token = pusher.secrets.metadata_token;
+      }
       t0 = performance.now();
       const up = await ex.createFromGolden(spec, new RecordingReporter());
       timings[`create_${slug}_ms`] = Math.round(performance.now() - t0);
@@ -114,6 +159,7 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
         await ex.remove(slug, new RecordingReporter()).catch(() => undefined);
     }
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+    await stack?.close();
   });
 
   it("answers /healthz and serves the /workspace folder through Caddy at the code URL", async () => {
@@ -185,7 +231,11 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
       expect(secrets).toContain(`DOPPIO_ADMIN_PASSWORD=${s.admin_password}\n`);
       // What git-credential-doppio reads: this boot's metadata URL and bearer.
       expect(await read("/run/doppio/metadata")).toBe(
-        `url=${spec.metadata.metadata_url}\ntoken=${s.metadata_token}\n`,
+        `url=${spec.metadata.metadata_url}\ntoken=${s.metadata_token}\ngithub=${guestGitHub}\n`,
+      );
+      // /etc/gitconfig includes it: the credential helper for the box's GitHub URL only.
+      expect(await read("/run/doppio/gitconfig")).toBe(
+        `[credential "${guestGitHub}"]\n\thelper = /usr/local/bin/git-credential-doppio\n`,
       );
       seen.push(secrets);
     }
@@ -249,23 +299,80 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
     expect(text).not.toContain("HTTP server listening");
   });
 
-  it("clones the box's repository after READY; a clone that cannot get a credential says so and the box stays up", async () => {
-    // A user-mode guest here reaches neither github.com nor a metadata service: the failure
-    // path, in a real guest (github-clone.test.ts clones for real through the credential path).
+  it("clones the box's repository after READY through the real credential path; without a credential it says so and the box stays up", async () => {
     const [a, b] = boxes;
-    const serial = boxPaths(dataDir, b!.spec.slug).serial;
-    let text = "";
-    for (let i = 0; i < 240 && !text.includes("doppio-clone in a terminal"); i++) {
-      text = readFileSync(serial, "utf8");
-      if (!text.includes("doppio-clone in a terminal")) await new Promise((r) => setTimeout(r, 500));
+    const consoleOf = async (box: (typeof boxes)[number], until: string) => {
+      const serial = boxPaths(dataDir, box.spec.slug).serial;
+      let text = "";
+      for (let i = 0; i < 240 && !text.includes(until); i++) {
+        text = readFileSync(serial, "utf8");
+        if (!text.includes(until)) await new Promise((r) => setTimeout(r, 500));
+      }
+      return text.slice(text.indexOf("DOPPIO-READY 1"));
+    };
+    // code-b: git in the guest → git-credential-doppio → the agent's metadata service → the
+    // control plane → the stand-in's installation token → git-http-backend.
+    const cloned = await consoleOf(b!, "doppio: clone: cloned");
+    expect(cloned).toContain("doppio: clone: cloning octo/app-a into /data/workspace/app-a");
+    expect(cloned).toContain("doppio: clone: cloned octo/app-a into /data/workspace/app-a");
+    expect(stack.git.requests).toContainEqual({ repo: "octo/app-a", write: false, status: 200 });
+    // code-a: its token is not one the agent issued, so no credential, and the clone says why.
+    const failed = await consoleOf(a!, "doppio-clone in a terminal");
+    expect(failed).toContain("doppio: clone: cloning octo/app-b into /data/workspace/app-b");
+    expect(failed).toMatch(
+      /doppio: clone: cloning octo\/app-b failed: .*a valid box metadata token is required.*fatal: /,
+    );
+    expect(failed).toContain("the workspace is left as it was; run doppio-clone in a terminal to try again");
+    expect((await fetch(`http://${a!.up(8888)}/healthz`)).status).toBe(200);
+  });
+
+  it.skipIf(!existsSync(CHROMIUM))(
+    "pushes a commit from code-server's terminal; the same token cannot push to another repository",
+    async () => {
+      const { up } = boxes[1]!;
+      const read = async (file: string) => {
+        const res = await fetch(`http://${up(8888)}/vscode-remote-resource?path=${file}`);
+        return res.status === 200 ? res.text() : "";
+      };
+      const t0 = performance.now();
+      await inCodeServerTerminal(`http://${up(8888)}/?folder=/workspace`, read, [
+        {
+          line: [
+            "cd /data/workspace/app-a && { echo 'from the terminal' > terminal.txt && git add terminal.txt",
+            "git -c user.name='Box User' -c user.email=box@example.invalid commit -qm 'edit from the terminal'",
+            "git push origin HEAD; } > ../push-a.log 2>&1; echo exit=$? >> ../push-a.log",
+          ].join(" && "),
+          log: "/data/workspace/push-a.log",
+        },
+        {
+          line: `git push ${guestGitHub}/octo/app-b.git HEAD:main > ../push-b.log 2>&1; echo exit=$? >> ../push-b.log`,
+          log: "/data/workspace/push-b.log",
+        },
+      ]);
+      timings.terminalPushMs = Math.round(performance.now() - t0);
+      const pushA = await read("/data/workspace/push-a.log");
+      expect(pushA).toContain("exit=0");
+      // The commit is in the bare repository on the host.
+      expect(await stack.git.log("octo/app-a")).toEqual(["edit from the terminal", "seed"]);
+      const pushB = await read("/data/workspace/push-b.log");
+      expect(pushB).toMatch(/exit=[1-9]/);
+      expect(pushB).toContain("403");
+      expect(await stack.git.log("octo/app-b")).toEqual(["seed"]);
+      expect(stack.git.requests).toContainEqual({ repo: "octo/app-b", write: true, status: 403 });
+    },
+    600_000,
+  );
+
+  it("the guest's heartbeat reaches the agent's metadata service with the box's bearer and marks it active", async () => {
+    // The heartbeat (/usr/lib/doppio/heartbeat) posts once a minute when a terminal was used
+    // or the CPU was busy; only code-b's token is one the agent issued (as "pusher").
+    const t0 = performance.now();
+    const activity = stack.agent.agent.activity;
+    for (let i = 0; i < 180 && activity.lastActiveAt(PUSHER) === null; i++) {
+      await new Promise((r) => setTimeout(r, 1000));
     }
-    const after = text.slice(text.indexOf("DOPPIO-READY 1"));
-    expect(after).toContain("doppio: clone: cloning octo/app-a into /data/workspace/app-a");
-    expect(after).toContain("doppio: clone: cloning octo/app-a failed:");
-    expect(after).toMatch(/doppio: clone: cloning octo\/app-a failed: .*fatal: /);
-    expect(after).toContain("the workspace is left as it was; run doppio-clone in a terminal to try again");
-    expect((await fetch(`http://${b!.up(8888)}/healthz`)).status).toBe(200);
-    expect(readFileSync(boxPaths(dataDir, a!.spec.slug).serial, "utf8")).not.toContain("doppio: clone:");
+    timings.heartbeatWaitMs = Math.round(performance.now() - t0);
+    expect(activity.lastActiveAt(PUSHER)).not.toBeNull();
   });
 
   it("cold-boots a box from the same image (measured beside the golden restore)", async () => {
@@ -299,18 +406,7 @@ function debugfs(image: string, request: string): string {
  * system in the guest. Under TCG the workbench takes a while: actions are retried.
  */
 async function createFileInCodeServer(url: string, name: string): Promise<void> {
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-    ],
-  });
+  const browser = await launchChromium();
   try {
     const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
     await page.goto(url, { waitUntil: "domcontentloaded", timeout: 120_000 });
@@ -339,6 +435,71 @@ async function createFileInCodeServer(url: string, name: string): Promise<void> 
   } finally {
     await browser.close();
   }
+}
+
+/**
+ * Types lines into a new terminal of the VS Code web client the box's code-server serves, in
+ * Debian's Chromium, each awaited through its `log` file (read through code-server) until it
+ * holds the line's `exit=` marker. A first `echo` proves the shell takes input; it is typed
+ * again until it does (under TCG the terminal starts slowly).
+ */
+async function inCodeServerTerminal(
+  url: string,
+  read: (file: string) => Promise<string>,
+  lines: Array<{ line: string; log: string }>,
+): Promise<void> {
+  const browser = await launchChromium();
+  const waitFor = async (file: string, tries: number) => {
+    for (let i = 0; i < tries; i++) {
+      if ((await read(file)).includes("exit=")) return true;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    return false;
+  };
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+    await page.goto(url, { waitUntil: "domcontentloaded", timeout: 120_000 });
+    await page.waitForSelector(".explorer-folders-view", { timeout: 180_000 });
+    // xterm's input is an invisible textarea; its screen is what shows.
+    const screen = page.locator(".terminal-wrapper .xterm-screen").first();
+    for (let i = 0; !(await screen.isVisible().catch(() => false)); i++) {
+      if (i >= 3) throw new Error("code-server's terminal never opened");
+      // Terminal: Create New Terminal (not the toggle: under TCG a slow panel would be
+      // closed again by the next press).
+      await page.keyboard.press("Control+Shift+Backquote");
+      await screen.waitFor({ timeout: 90_000 }).catch(() => undefined);
+    }
+    const ready = `/data/workspace/.terminal-${Date.now()}`;
+    for (let i = 0; ; i++) {
+      await page.locator(".terminal-wrapper .xterm").first().click();
+      await page.keyboard.type(`echo exit=0 > ${ready}`, { delay: 10 });
+      await page.keyboard.press("Enter");
+      if (await waitFor(ready, 20)) break;
+      if (i >= 6) throw new Error("code-server's terminal never ran a command");
+    }
+    for (const { line, log } of lines) {
+      await page.keyboard.type(line, { delay: 10 });
+      await page.keyboard.press("Enter");
+      if (!(await waitFor(log, 180))) throw new Error(`the terminal never finished: ${line}`);
+    }
+  } finally {
+    await browser.close();
+  }
+}
+
+function launchChromium() {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+    ],
+  });
 }
 
 /** GET through the edge with an explicit Host header (fetch does not let us set it). */

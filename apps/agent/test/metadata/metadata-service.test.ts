@@ -135,9 +135,10 @@ describe("agent metadata service: Git credentials for boxes", () => {
         `SKIPPING git-credential-doppio under ${shellName}: needs ${shellName}, curl and busybox on PATH`,
       );
     }
-    const helper = async (slug: string | null, request: string, op = "get") => {
+    const helper = async (slug: string | null, request: string, op = "get", githubLine = "") => {
       const file = path.join(tmp, `metadata-${slug ?? "none"}`);
-      await writeFile(file, slug === null ? "" : `url=${base()}\ntoken=${tokenOf(slug)}\n`, { mode: 0o600 });
+      const meta = slug === null ? "" : `url=${base()}\ntoken=${tokenOf(slug)}\n${githubLine}`;
+      await writeFile(file, meta, { mode: 0o600 });
       const [file0, args] = shellName === "dash" ? [shell!, [HELPER, op]] : [shell!, ["sh", HELPER, op]];
       return run(file0, args, request, { DOPPIO_METADATA_FILE: file, DOPPIO_LIB: GUEST_LIB });
     };
@@ -176,6 +177,32 @@ describe("agent metadata service: Git credentials for boxes", () => {
         expect(plain.stdout).toBe("");
         const store = await helper("gitty", `${github}username=x\npassword=y\n`, "store");
         expect(store).toEqual({ code: 0, stdout: "", stderr: "" });
+      },
+    );
+
+    it.skipIf(missing)(
+      "answers for the box's GitHub URL from its metadata (GitHub Enterprise Server) and nothing else",
+      async () => {
+        const ghes = "github=https://ghe.example.com:8443\n";
+        const ask = (request: string, line = ghes) => helper("gitty", request, "get", line);
+        expect((await ask("protocol=https\nhost=ghe.example.com:8443\npath=o/r.git\n\n")).stdout).toBe(
+          `username=x-access-token\npassword=${TOKEN}-gitty\n`,
+        );
+        for (const other of [
+          "protocol=https\nhost=github.com\n\n",
+          "protocol=https\nhost=ghe.example.com\n\n",
+          "protocol=http\nhost=ghe.example.com:8443\n\n",
+          "protocol=https\nhost=ghe.example.com:8444\n\n",
+          "protocol=https\nhost=evil.ghe.example.com:8443\n\n",
+        ]) {
+          expect(await ask(other), other).toEqual({ code: 0, stdout: "", stderr: "" });
+        }
+        // A hostile or refused github= line (apply writes "" for a refused one): no token for anyone.
+        for (const bad of ["github=\n", "github=https://github.com/x\n", "github=https://$(id)\n"]) {
+          const r = await ask("protocol=https\nhost=github.com\n\n", bad);
+          expect(r.stdout, bad).toBe("");
+          expect(r.stderr, bad).toBe("git-credential-doppio: this box has no valid GitHub URL\n");
+        }
       },
     );
   });

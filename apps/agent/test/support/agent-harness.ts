@@ -39,6 +39,7 @@ export function boxPayload(slug: string): BoxJobPayload {
     sitePublic: true,
     publicWake: false,
     repo: null,
+    githubUrl: "https://github.com",
   };
 }
 

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { DEFAULT_GITHUB_WEB_URL, githubWebUrlProblem } from "@doppio/contracts";
 import { z } from "zod";
 
 /**
@@ -23,7 +24,24 @@ export const GitHubConfig = z
     secretsKey: z.string().min(1).optional(),
     secretsKeyFile: z.string().optional(),
     /** GitHub's web and API origins; GitHub Enterprise Server: https://HOST and https://HOST/api/v3. */
-    webUrl: z.string().url().default("https://github.com"),
+    /** Boxes get it too (their Git credential helper answers for it): an origin only. */
+    webUrl: z
+      .string()
+      .url()
+      .default(DEFAULT_GITHUB_WEB_URL)
+      .transform((url, ctx) => {
+        // URL's origin: lower-case host, no default port, no trailing slash.
+        const u = new URL(url);
+        const extra = u.pathname !== "/" || u.search || u.hash || u.username || u.password;
+        const problem = extra
+          ? "GitHub's web URL is an origin, without a path"
+          : githubWebUrlProblem(u.origin);
+        if (problem) {
+          ctx.addIssue({ code: "custom", message: problem });
+          return z.NEVER;
+        }
+        return u.origin;
+      }),
     apiUrl: z.string().url().default("https://api.github.com"),
   })
   .superRefine((c, issue) => {

@@ -5,6 +5,7 @@ import {
   type BoxJobPayload,
   type CreateBoxRequest,
   canPerform,
+  DEFAULT_GITHUB_WEB_URL,
   DESIRED_AFTER,
   generateSlug,
   IN_FLIGHT_STATUS,
@@ -56,7 +57,7 @@ export async function findBox(ctx: Ctx, p: Principal, slug: string): Promise<Box
   return row;
 }
 
-function jobPayload(box: BoxRow): BoxJobPayload {
+function jobPayload(ctx: Ctx, box: BoxRow): BoxJobPayload {
   return {
     slug: box.slug,
     template: box.template,
@@ -69,6 +70,7 @@ function jobPayload(box: BoxRow): BoxJobPayload {
     sitePublic: box.sitePublic,
     publicWake: box.publicWake,
     repo: box.repo,
+    githubUrl: ctx.github?.app.webUrl ?? DEFAULT_GITHUB_WEB_URL,
   };
 }
 
@@ -184,7 +186,7 @@ export async function createBox(
           action: "create",
           boxId: box!.id,
           serverId: placement.server.id,
-          payload: jobPayload(box!),
+          payload: jobPayload(ctx, box!),
         });
         await audit(ctx, tx, {
           user: p.userId,
@@ -285,7 +287,7 @@ export async function actOnBox(
         action,
         boxId: box.id,
         serverId: box.serverId!,
-        payload: jobPayload(updated),
+        payload: jobPayload(ctx, updated),
       });
       await audit(ctx, tx, {
         ...(actor.user ? { user: actor.user } : {}),

@@ -23,10 +23,10 @@ export const boxGitMissing = [
 
 /**
  * git's credential helper option for a box's side run on the host: the box's own helper
- * (git-credential-doppio), which serves only https://github.com, told that the loopback Git
- * server is that host.
+ * (git-credential-doppio), which answers only for the `github=` origin of its metadata file
+ * (writeBoxMetadata: the control plane's GitHub web URL, the stand-in's, which serves Git).
  */
-export const BOX_CREDENTIAL_HELPER = `!f() { sed -e 's/^host=.*/host=github.com/' -e 's/^protocol=.*/protocol=https/' | '${HELPER}' "$@"; }; f`;
+export const BOX_CREDENTIAL_HELPER = `!'${HELPER}'`;
 
 /**
  * Everything git in a box talks to, for real: a control plane with the GitHub App configured
@@ -51,6 +51,9 @@ export async function startBoxGitStack(opts: { serverName: string; repos: string
     await gh.start();
     git = new GitHttpServer(path.join(tmp, "srv"), (t, repo, write) => gh.gitAccess(t, repo, write));
     await git.start();
+    // Git on the web origin, as on github.com: the boxes' GitHub URL is the control plane's.
+    const server = git;
+    gh.git = (req, res) => server.handle(req, res);
     for (const repo of opts.repos) await git.createRepo(`octo/${repo}`);
     cp = await startCp(opts.serverName, githubConfig(gh));
     const fake = new MetadataRecordingFake({ golden: { minimal: "ready" } });
@@ -78,8 +81,10 @@ export type BoxGitStack = Awaited<ReturnType<typeof startBoxGitStack>>;
 /** What the guest's init writes into /run/doppio/metadata from the box's boot metadata. */
 export async function writeBoxMetadata(stack: BoxGitStack, slug: string, file: string) {
   const meta = stack.fake.metadata.get(slug)!;
-  await writeFile(file, `url=${stack.agent.agent.metadata.url}\ntoken=${meta.secrets.metadata_token}\n`, {
-    mode: 0o600,
-  });
+  await writeFile(
+    file,
+    `url=${stack.agent.agent.metadata.url}\ntoken=${meta.secrets.metadata_token}\ngithub=${meta.github_url}\n`,
+    { mode: 0o600 },
+  );
   return meta;
 }

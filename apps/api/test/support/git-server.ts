@@ -36,7 +36,7 @@ export class GitHttpServer {
 
   async start(): Promise<void> {
     this.#server = createServer((req, res) => {
-      this.#handle(req, res).catch((err) => {
+      this.handle(req, res).catch((err) => {
         if (!res.headersSent) res.writeHead(500);
         res.end(String(err));
       });
@@ -75,7 +75,8 @@ export class GitHttpServer {
     return stdout.trim().split("\n");
   }
 
-  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  /** One smart-HTTP request (also what the GitHub stand-in passes on for its web origin). */
+  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? "/", "http://x");
     const match = /^\/([A-Za-z0-9-]+)\/([A-Za-z0-9._-]+)\.git(\/.*)$/.exec(url.pathname);
     if (!match) {

@@ -105,6 +105,11 @@ export class GitHubStandIn {
   #nextId = 1000;
   #server: Server | undefined;
   url = "";
+  /**
+   * Git over smart HTTP on the web origin, as github.com and GitHub Enterprise Server serve
+   * it (`/<owner>/<repo>.git/...`): the test's Git server, when set.
+   */
+  git: ((req: IncomingMessage, res: ServerResponse) => Promise<void>) | null = null;
 
   constructor() {
     const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
@@ -124,6 +129,13 @@ export class GitHubStandIn {
 
   async start(): Promise<void> {
     this.#server = createServer((req, res) => {
+      if (this.git && /^\/[^/?]+\/[^/?]+\.git\//.test(req.url ?? "")) {
+        this.git(req, res).catch((err) => {
+          if (!res.headersSent) res.writeHead(500);
+          res.end(String(err));
+        });
+        return;
+      }
       this.#route(req, res).catch((err) => json(res, 500, { message: String(err) }));
     });
     await new Promise<void>((resolve) => this.#server!.listen(0, "127.0.0.1", resolve));

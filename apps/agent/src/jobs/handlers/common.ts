@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import { type BoxJobPayload, boxUrls } from "@doppio/contracts";
+import { type BoxJobPayload, boxUrls, DEFAULT_GITHUB_WEB_URL } from "@doppio/contracts";
 import { metadataUrl, newMetadataToken } from "../../metadata/tokens.ts";
 import { macForIp, tapNameForIp } from "../../net/naming.ts";
 import type { BoxSpec, StoredBox } from "../../store/boxes.ts";
@@ -29,6 +29,7 @@ export function specFromPayload(p: BoxJobPayload, secrets: BoxSecrets): BoxSpec 
     sitePublic: p.sitePublic,
     publicWake: p.publicWake,
     repo: p.repo,
+    githubUrl: p.githubUrl,
     secrets,
   };
 }
@@ -85,6 +86,7 @@ export function vmSpec(deps: HandlerDeps, box: Omit<StoredBox, "updatedAt">, gen
       code_url: urls.code,
       env: box.spec.env,
       repo: box.spec.repo ?? "",
+      github_url: box.spec.githubUrl ?? DEFAULT_GITHUB_WEB_URL,
       network: { ...net, dns: deps.config.dns },
       metadata_url: metadataUrl(deps.config, net.gateway),
       secrets: { ...box.spec.secrets, metadata_token: metadataToken },

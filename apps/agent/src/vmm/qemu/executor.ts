@@ -48,6 +48,13 @@ export interface QemuExecutorConfig {
    * reaches it at <gateway>:<same port>, and nothing else of the host (`restrict=on`).
    */
   userModeMetadataPort?: number | null;
+  /**
+   * TEST/DEV ONLY (never set by the agent's config): more host loopback ports a user-mode
+   * guest reaches at <gateway>:<same port>, like the metadata service. The real-guest Git
+   * test uses it for the GitHub stand-in; each one opens the host's loopback service to
+   * every guest of this executor.
+   */
+  userModeGuestForwards?: number[];
   readyTimeoutMs?: number;
   /**
    * Pre-formatted data volumes kept per size in `<dataDir>/volume-pool` (pool/volumes.ts);
@@ -76,6 +83,7 @@ export class QemuExecutor implements Executor {
   readonly #network: HostNetwork | null;
   readonly #userPorts: number[];
   readonly #userMetadataPort: number | null;
+  readonly #userGuestForwards: number[];
   readonly #hibernateBandwidth: number | undefined;
   readonly #locks = new Map<string, Promise<unknown>>();
   readonly #goldenBuilds = new Map<string, { version: string; error: string | null; building: boolean }>();
@@ -89,6 +97,7 @@ export class QemuExecutor implements Executor {
     this.#network = config.network;
     this.#userPorts = config.userModePorts ?? [8000, 8888];
     this.#userMetadataPort = config.userModeMetadataPort ?? null;
+    this.#userGuestForwards = config.userModeGuestForwards ?? [];
     const perSize = config.volumePoolPerSize ?? 2;
     this.#volumes =
       perSize > 0
@@ -478,6 +487,7 @@ export class QemuExecutor implements Executor {
       network: this.#network,
       userPorts: this.#userPorts,
       userMetadataPort: this.#userMetadataPort,
+      userGuestForwards: this.#userGuestForwards,
       volumes: this.#volumes,
     };
   }

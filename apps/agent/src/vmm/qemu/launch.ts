@@ -36,6 +36,8 @@ export interface LaunchDeps {
   userPorts: number[];
   /** User-mode networking: the metadata service on loopback, the guest's only way out. */
   userMetadataPort: number | null;
+  /** Test/dev only (QemuExecutorConfig.userModeGuestForwards): more loopback ports, the same way. */
+  userGuestForwards?: number[];
   /** Pre-formatted data volumes; null formats each one on the create path. */
   volumes: VolumePool | null;
 }
@@ -130,9 +132,10 @@ export async function launchBox(
       prefix: spec.net.prefix,
       gateway: spec.net.gateway,
       forwards,
-      guestForwards: deps.userMetadataPort
-        ? [{ guestPort: deps.userMetadataPort, hostPort: deps.userMetadataPort }]
-        : [],
+      guestForwards: [
+        ...(deps.userMetadataPort ? [deps.userMetadataPort] : []),
+        ...(deps.userGuestForwards ?? []),
+      ].map((port) => ({ guestPort: port, hostPort: port })),
     } satisfies NetAttachment;
   });
   // Both settle before a failure is thrown, so the executor's cleanup finds everything made.
