@@ -84,12 +84,12 @@ describe.skipIf(why !== null)("the agent's SQLite store on a full disk", () => {
     for (const name of names) {
       expect((await cp.admin.post("/api/v1/boxes", { template: "minimal", name })).status).toBe(202);
     }
-    // The store says it is full (a job could not be recorded), and the agent lives on.
+    // The store says it is full (a job could not be recorded), and the agent lives on. (Whether
+    // it still says so seconds later depends on what its own WAL checkpoints gave back.)
     await waitFor("the agent reports its store full", storeFull, 60_000, 250);
     await new Promise((r) => setTimeout(r, 5_000));
     expect(proc.pid).toBe(pid);
     process.kill(pid!, 0);
-    expect(await storeFull()).toBe(true);
 
     fs!.free();
     // Every job accepted before finishes: succeeded, or failed saying the disk was full.
