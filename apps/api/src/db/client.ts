@@ -32,9 +32,18 @@ export async function openDatabase(opts: {
   databaseUrl?: string;
   dataDir: string;
   log: Pick<Logger, "warn">;
+  /** How long a new connection may take before the attempt fails (default 10 s). */
+  connectTimeoutMs?: number;
 }): Promise<Database> {
   if (opts.databaseUrl) {
-    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: 10 });
+    // A connection attempt that never completes (a server mid-restart, a dead network path)
+    // fails after the timeout instead of holding one of the pool's slots, and the requests
+    // queued behind it, forever.
+    const pool = new pg.Pool({
+      connectionString: opts.databaseUrl,
+      max: 10,
+      connectionTimeoutMillis: opts.connectTimeoutMs ?? 10_000,
+    });
     // An idle connection the server ended (a restart, a failover) is dropped by the pool and
     // replaced on next use; without a listener its error would end the process.
     pool.on("error", (err) => opts.log.warn({ err }, "an idle database connection was closed"));
@@ -46,13 +55,18 @@ export async function openDatabase(opts: {
     });
     const db = drizzlePg(pool, { schema });
     // Replicas starting together: one migrates, the others wait for it and find nothing to do.
-    const lock = await pool.connect();
     try {
-      await lock.query("select pg_advisory_lock($1, 0)", [MIGRATION_LOCK]);
-      await migratePg(db, { migrationsFolder: MIGRATIONS });
-    } finally {
-      await lock.query("select pg_advisory_unlock($1, 0)", [MIGRATION_LOCK]).catch(() => {});
-      lock.release();
+      const lock = await pool.connect();
+      try {
+        await lock.query("select pg_advisory_lock($1, 0)", [MIGRATION_LOCK]);
+        await migratePg(db, { migrationsFolder: MIGRATIONS });
+      } finally {
+        await lock.query("select pg_advisory_unlock($1, 0)", [MIGRATION_LOCK]).catch(() => {});
+        lock.release();
+      }
+    } catch (err) {
+      await pool.end().catch(() => {});
+      throw err;
     }
     return { db: db as unknown as Db, kind: "postgres", close: () => pool.end() };
   }
