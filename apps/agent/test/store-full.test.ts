@@ -40,6 +40,8 @@ describe.skipIf(why !== null)("the agent's SQLite store on a full disk", () => {
     // A job handed out but not stored (its claim met the full disk) goes back to pending
     // when its delivery lease ends: short here, so the test need not wait a minute.
     cp = await startCp("host-1", { deliveryLeaseMs: 5_000, reaperIntervalMs: 1_000 });
+    // The lease reaper (started by the control plane's main, not by the test harness).
+    cp.env.cp.startReaper();
     dir = await mkdtemp(path.join(tmpdir(), "doppio-storefull-"));
     fs = SmallFs.mount(path.join(dir, "data"), 8 * 1024 * 1024);
     const listen = `127.0.0.1:${await freePort()}`;
@@ -79,6 +81,14 @@ describe.skipIf(why !== null)("the agent's SQLite store on a full disk", () => {
     await waitForBox(cp, "before", "running", 40_000);
     const pid = proc.pid;
 
+    // Writes that fit in the WAL file's existing frames take no new space on the disk: empty
+    // it first, so the jobs' writes must grow it on the full disk.
+    const wal = new Database(path.join(fs!.dir, "agent.sqlite"));
+    try {
+      wal.pragma("wal_checkpoint(TRUNCATE)");
+    } finally {
+      wal.close();
+    }
     fs!.fill();
     const names = ["full-1", "full-2", "full-3"];
     for (const name of names) {
