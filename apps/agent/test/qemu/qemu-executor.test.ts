@@ -134,16 +134,21 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
     expect(seen.size).toBe(3);
   });
 
-  it("a restarted agent (new executor on the same data dir) re-attaches to running VMs", async () => {
-    const again = new QemuExecutor({
+  /** Another agent's executor on the same data dir (no volume pool of its own). */
+  const restartedAgent = () =>
+    new QemuExecutor({
       dataDir,
       imagesDir: IMAGES_DIR,
       network: net,
       netns: ns.name,
       goldenNet: GOLDEN_NET,
       accel: "tcg",
+      volumePoolPerSize: 0,
       log: pino({ level: "warn" }),
     });
+
+  it("a restarted agent (new executor on the same data dir) re-attaches to running VMs", async () => {
+    const again = restartedAgent();
     expect(await again.inspect("clone-a")).toBe("running");
     expect((await again.upstream("clone-a"))?.(8888)).toBe("10.0.0.2:8888");
     expect((await again.list()).map((b) => b.slug).sort()).toEqual(["clone-a", "clone-b", "clone-c"]);
@@ -173,18 +178,7 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
   it("a start cut off by an agent restart during wait_ready is finished by the next agent: it waits for the guest's READY", async () => {
     // Two agents on one data dir, one after the other: the first dies (its job never
     // returns) just as its start waits for the guest; the second re-runs the start.
-    const agent = () =>
-      new QemuExecutor({
-        dataDir,
-        imagesDir: IMAGES_DIR,
-        network: net,
-        netns: ns.name,
-        goldenNet: GOLDEN_NET,
-        accel: "tcg",
-        volumePoolPerSize: 0,
-        log: pino({ level: "warn" }),
-      });
-    const [first, second] = [agent(), agent()];
+    const [first, second] = [restartedAgent(), restartedAgent()];
     await first.createFromGolden(boxSpec("cut-boot", "10.0.0.9"), new RecordingReporter());
     await first.stop("cut-boot", new RecordingReporter());
     let cut!: () => void;
