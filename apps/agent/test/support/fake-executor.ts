@@ -92,6 +92,8 @@ export class FakeExecutor implements Executor, HostNetwork {
   goldenGate: Promise<void> | null = null;
   readonly #opts: FakeExecutorOptions;
   #host: FakeHost;
+  /** VMM processes spawned but not yet committed (still the shell): not dead. */
+  readonly #starting = new Set<number>();
 
   constructor(opts: FakeExecutorOptions = {}) {
     this.#opts = opts;
@@ -329,16 +331,26 @@ export class FakeExecutor implements Executor, HostNetwork {
         if (name === "prepare_disks") this.#writeDisk(spec.slug);
       });
     }
-    this.#host.vms[spec.slug] = {
+    const vm: FakeVm = {
       state: "running",
       ip: spec.net.ip,
       tap: spec.net.tap,
       template: spec.template,
       generation: spec.metadata.generation,
       machineId: spec.metadata.secrets.machine_id,
-      ...(this.#opts.vmmProcesses ? { pid: startVmm() } : {}),
     };
-    this.#save();
+    this.#host.vms[spec.slug] = vm;
+    if (this.#opts.vmmProcesses) {
+      const vmm = startVmm();
+      vm.pid = vmm.pid;
+      this.#starting.add(vmm.pid);
+      try {
+        this.#save();
+        await vmm.commit();
+      } finally {
+        this.#starting.delete(vmm.pid);
+      }
+    } else this.#save();
     return upstreamAt(spec.net.ip);
   }
 
@@ -354,7 +366,8 @@ export class FakeExecutor implements Executor, HostNetwork {
   #noticeDeadVmms(): void {
     let changed = false;
     for (const vm of Object.values(this.#host.vms)) {
-      if (vm.state === "running" && vm.pid !== undefined && !fakeVmmAlive(vm.pid)) {
+      if (vm.pid === undefined || this.#starting.has(vm.pid)) continue;
+      if (vm.state === "running" && !fakeVmmAlive(vm.pid)) {
         vm.state = "exited";
         delete vm.pid;
         changed = true;
@@ -409,12 +422,32 @@ export class FakeExecutor implements Executor, HostNetwork {
   }
 }
 
-/** A stand-in VMM: detached, so it outlives the agent process like a daemonized QEMU. */
-function startVmm(): number {
-  const child = spawn("sleep", ["infinity"], { argv0: FAKE_VMM_NAME, detached: true, stdio: "ignore" });
+/**
+ * A stand-in VMM: detached, so it outlives the agent process like a daemonized QEMU. It
+ * starts as a shell that waits for `commit()` (called once its PID is saved) before it
+ * becomes the fake VMM; if the agent dies between the spawn and the save, the shell reads
+ * end-of-file and exits. A real VMM cannot be lost there either: QEMU writes its own pid
+ * file into the box directory, whose record the agent wrote before the spawn.
+ */
+function startVmm(): { pid: number; commit(): Promise<void> } {
+  const child = spawn("bash", ["-c", `read -r _ && exec -a ${FAKE_VMM_NAME} sleep infinity`], {
+    detached: true,
+    stdio: ["pipe", "ignore", "ignore"],
+  });
   child.unref();
-  if (child.pid === undefined) throw new Error("could not start the fake VMM process");
-  return child.pid;
+  const pid = child.pid;
+  if (pid === undefined) throw new Error("could not start the fake VMM process");
+  return {
+    pid,
+    async commit() {
+      child.stdin!.end("go\n");
+      // Until the shell has exec'd: before, the PID does not look like a live VMM.
+      for (let i = 0; !fakeVmmAlive(pid); i++) {
+        if (i === 500) throw new Error(`fake VMM ${pid} did not start`);
+        await sleep(10);
+      }
+    },
+  };
 }
 
 const upstreamAt =
