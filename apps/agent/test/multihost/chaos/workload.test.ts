@@ -111,4 +111,27 @@ describe("the chaos workload", () => {
     const actions = new Set(submitted.map((s) => s.action));
     for (const a of BOX_ACTIONS) expect(actions, a).toContain(a);
   });
+
+  // After a PostgreSQL restart a replica once left the workload's requests unanswered for
+  // minutes, and the workload, waiting on one of them, could neither go on nor give up.
+  it("sends a request again when it goes unanswered", async () => {
+    const api = new BoxApiStandIn();
+    const never = new Promise<never>(() => {});
+    let hung = 0;
+    const hanging: WorkloadClient = {
+      // Every 5th request never gets an answer.
+      get: (path) => (++hung % 5 === 0 ? never : api.get(path)),
+      post: (path, body) => (++hung % 5 === 0 ? never : api.post(path, body)),
+      del: (path) => (++hung % 5 === 0 ? never : api.del(path)),
+    };
+    const submitted = await runWorkload(hanging, {
+      total: 30,
+      parallel: 2,
+      random: rng(3),
+      onSubmitted: async () => {},
+      requestMs: 50,
+    });
+    expect(submitted).toHaveLength(30);
+    expect(hung).toBeGreaterThan(30);
+  });
 });

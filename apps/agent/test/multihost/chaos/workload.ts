@@ -15,22 +15,45 @@ export function rng(seed: number): () => number {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** By default, a request without an answer for this long is given up and sent again. */
+const REQUEST_MS = 30_000;
+
+/** `call()`, or a rejection once it has taken `ms`. */
+async function answered<T>(call: () => Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([call(), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * A request through the balancer, retried while the control plane is (partly) down:
- * network errors, 502/503 and 5xx. Anything else is an answer.
+ * network errors, 502/503 and 5xx, and requests left unanswered (a replica whose database
+ * connections hang); each such request counts toward the stall guard. Anything else is an
+ * answer.
  */
-async function retrying<T>(what: string, call: () => Promise<{ status: number; body: T }>) {
+async function retrying<T>(
+  what: string,
+  call: () => Promise<{ status: number; body: T }>,
+  requestMs = REQUEST_MS,
+) {
   let last = "";
-  for (let i = 0; ; i++) {
+  const giveUp = Date.now() + 3 * 60_000;
+  for (let i = 1; ; i++) {
     try {
-      const res = await call();
+      const res = await answered(call, requestMs);
       if (res.status < 500) return res;
       last = `${res.status} ${JSON.stringify(res.body).slice(0, 300)}`;
     } catch (err) {
       // the replica behind the connection died; try again
       last = (err as Error).message;
     }
-    if (i >= 240) throw new Error(`${what}: no answer after ${i} tries in 2 min (last: ${last})`);
+    if (Date.now() > giveUp) throw new Error(`${what}: no answer after ${i} tries in 3 min (last: ${last})`);
     await sleep(500);
   }
 }
@@ -71,8 +94,11 @@ export async function runWorkload(
     random: () => number;
     onSubmitted: (n: number) => Promise<void>;
     log?: (line: string) => void;
+    /** How long a request may go unanswered before it is sent again (REQUEST_MS). */
+    requestMs?: number;
   },
 ): Promise<Submitted[]> {
+  const ms = opts.requestMs ?? REQUEST_MS;
   const submitted: Submitted[] = [];
   const ids = new Set<string>();
   const busy = new Set<string>();
@@ -93,7 +119,7 @@ export async function runWorkload(
     while (reserved < opts.total) {
       if (Date.now() - lastSubmit > STALL_MS) throw new Error(`workload stalled: ${stalled()}`);
       doing[w] = "listing boxes";
-      const list = await retrying("list", () => user.get("/api/v1/boxes"));
+      const list = await retrying("list", () => user.get("/api/v1/boxes"), ms);
       const boxes = (
         list.body as { boxes: Array<{ slug: string; status: string; allowedActions: string[] }> }
       ).boxes;
@@ -127,10 +153,14 @@ export async function runWorkload(
       doing[w] = `${action} ${slug}: request`;
       const res =
         action === "create"
-          ? await retrying("create", () => user.post("/api/v1/boxes", { template: "minimal", name: slug }))
+          ? await retrying(
+              "create",
+              () => user.post("/api/v1/boxes", { template: "minimal", name: slug }),
+              ms,
+            )
           : action === "delete"
-            ? await retrying("delete", () => user.del(`/api/v1/boxes/${slug}`))
-            : await retrying(action, () => user.post(`/api/v1/boxes/${slug}/${action}`));
+            ? await retrying("delete", () => user.del(`/api/v1/boxes/${slug}`), ms)
+            : await retrying(action, () => user.post(`/api/v1/boxes/${slug}/${action}`), ms);
       const job = (res.body as { job?: { id: string } } | null)?.job;
       // 200: the same action was already in flight (a resent request whose first answer was lost).
       if ((res.status === 202 || res.status === 200) && job && !ids.has(job.id)) {
@@ -149,7 +179,7 @@ export async function runWorkload(
           );
         }
       }
-      await waitSettled(user, slug, (seen) => {
+      await waitSettled(user, slug, ms, (seen) => {
         doing[w] = `${action} ${slug}: waiting (${seen})`;
       });
       busy.delete(slug);
@@ -168,11 +198,12 @@ export async function runWorkload(
 async function waitSettled(
   user: WorkloadClient,
   slug: string,
+  requestMs: number,
   seen: (status: string) => void,
 ): Promise<void> {
   const deadline = Date.now() + 5 * 60_000;
   for (let i = 0; Date.now() < deadline; i++) {
-    const res = await retrying("box", () => user.get(`/api/v1/boxes/${slug}`));
+    const res = await retrying("box", () => user.get(`/api/v1/boxes/${slug}`), requestMs);
     if (res.status === 404) return;
     const box = res.body as { status: string };
     seen(`${box.status}, try ${i}`);
