@@ -113,8 +113,11 @@ class RecordingNetwork implements HostNetwork {
 
 class RecordingProbe implements ReadinessProbe {
   readonly calls: Array<{ ip: string; ports: number[] }> = [];
+  /** While set, probes wait for it (a guest that is not ready yet). */
+  hold: Promise<void> | null = null;
   async waitForPorts(ip: string, ports: number[]): Promise<void> {
     this.calls.push({ ip, ports });
+    await this.hold;
   }
 }
 

@@ -10,7 +10,7 @@ import {
   statSync,
 } from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { FirecrackerError } from "../../src/vmm/firecracker/errors.ts";
 import { jailerArgs } from "../../src/vmm/firecracker/jailer.ts";
 import { HostLayout } from "../../src/vmm/firecracker/layout.ts";
@@ -262,6 +262,41 @@ describe.skipIf(skipReason !== null)("Firecracker executor against the v1.16.1 A
     closeSync(fd);
     expect(magic.toString("hex")).toBe("53ef");
     await rig.executor.remove(b.slug, new RecordingReporter());
+  });
+
+  it("a create cut off by an agent restart while its guest was not ready waits for it when run again", async () => {
+    const d = vmSpec("quiet-dawn-0005", 5);
+    let ready!: () => void;
+    rig.probe.hold = new Promise((r) => {
+      ready = r;
+    });
+    // The first agent's create reaches wait_ready and "dies" there (it never returns).
+    const cut = rig.executor.createFromGolden(d, new RecordingReporter());
+    await vi.waitFor(() => expect(rig.probe.calls.at(-1)?.ip).toBe(d.net.ip));
+    expect(await rig.executor.inspect(d.slug)).toBe("running");
+    expect(await rig.executor.upstream(d.slug)).toBeNull();
+    const spawned = rig.processes.spawned.length;
+
+    // The next agent runs the create again: it adopts the VMM and waits for the guest.
+    let rerunDone = false;
+    const report = new RecordingReporter();
+    const rerun = rig.executor.createFromGolden(d, report).then((u) => {
+      rerunDone = true;
+      return u;
+    });
+    await vi.waitFor(() => expect(report.steps).toEqual(["wait_ready"]));
+    expect(rerunDone).toBe(false);
+    ready();
+    rig.probe.hold = null;
+    expect((await rerun)(8000)).toBe("10.0.0.15:8000");
+    await cut;
+    expect(rig.processes.spawned.length).toBe(spawned);
+    expect((await rig.executor.upstream(d.slug))?.(8000)).toBe("10.0.0.15:8000");
+    // Ready now: a later start does not wait again.
+    const later = new RecordingReporter();
+    await rig.executor.start(d, later);
+    expect(later.steps).toEqual([]);
+    await rig.executor.remove(d.slug, new RecordingReporter());
   });
 
   it("surfaces Firecracker's fault_message and undoes a failed restore", async () => {

@@ -90,9 +90,7 @@ export class FirecrackerExecutor implements Executor {
 
   async createFromGolden(spec: VmSpec, report: StepReporter): Promise<Upstream> {
     const tap = requireTap(spec);
-    const found = await this.prepareCreate(spec.slug);
-    if (typeof found === "function") return found;
-    if (found === "exists") return this.start(spec, report);
+    if ((await this.prepareCreate(spec.slug)) === "exists") return this.start(spec, report);
     const golden = await currentGolden(this.deps, spec.template);
     if (!golden)
       throw new FirecrackerError("golden_missing", `no golden snapshot for template ${spec.template}`);
@@ -117,11 +115,13 @@ export class FirecrackerExecutor implements Executor {
       await report.step("apply_identity", async () => {
         const balloon = Math.max(0, golden.info.memoryMb - spec.memoryMb);
         await applyIdentityAndResume(client, mmdsPayload(spec.metadata), balloon);
-        await writeRecord(this.layout.vmFile(spec.slug, "vm.json"), { ...rec, lifecycle: "running" });
+        await writeRecord(this.layout.vmFile(spec.slug, "vm.json"), {
+          ...rec,
+          lifecycle: "running",
+          ready: false,
+        });
       });
-      await report.step("wait_ready", () =>
-        this.d.probe.waitForPorts(spec.net.ip, golden.info.readyPorts, this.d.cfg.readyTimeoutMs),
-      );
+      await this.waitReady(spec, golden.info.readyPorts, report);
       this.d.log.info({ slug: spec.slug, buildId: golden.info.buildId }, "restored from golden");
       return upstreamAt(spec.net.ip);
     });
@@ -129,9 +129,7 @@ export class FirecrackerExecutor implements Executor {
 
   async createColdBoot(spec: VmSpec, report: StepReporter): Promise<Upstream> {
     requireTap(spec);
-    const found = await this.prepareCreate(spec.slug);
-    if (typeof found === "function") return found;
-    if (found === "exists") return this.start(spec, report);
+    if ((await this.prepareCreate(spec.slug)) === "exists") return this.start(spec, report);
     return this.guarded(async (cleanup) => {
       const rec = await this.newRecord(spec, null, cleanup);
       await report.step("prepare_disks", async () => {
@@ -147,7 +145,11 @@ export class FirecrackerExecutor implements Executor {
     requireTap(spec);
     const rec = await readRecord(this.layout.vmFile(spec.slug, "vm.json"));
     if (!rec) throw new FirecrackerError("not_found", `box ${spec.slug} has no disks on this host`);
-    if (rec.pid && (await this.d.processes.isAlive(rec.pid, rec.jailId))) return upstreamAt(rec.ip);
+    if (rec.pid && (await this.d.processes.isAlive(rec.pid, rec.jailId))) {
+      // A start cut off (agent restart) before its guest answered: wait for it now.
+      if (rec.ready === false) await this.waitReady(spec, await this.readyPorts(spec.template), report);
+      return upstreamAt(rec.ip);
+    }
     const saved = await savedMemory(this.layout, spec.slug);
     if (saved) return this.resume(spec, rec, saved, report);
     await report.step("prepare_disks", async () => {
@@ -249,13 +251,13 @@ export class FirecrackerExecutor implements Executor {
           // The jail's links keep the files the VMM has mapped; the box's copies go now.
           await discardSavedMemory(this.layout, spec.slug);
           await applyIdentityAndResume(launched.client, mmdsPayload(spec.metadata), 0);
-          await writeRecord(this.layout.vmFile(spec.slug, "vm.json"), { ...updated, lifecycle: "running" });
+          await writeRecord(this.layout.vmFile(spec.slug, "vm.json"), {
+            ...updated,
+            lifecycle: "running",
+            ready: false,
+          });
         });
-        const golden = await currentGolden(this.deps, spec.template);
-        const ports = golden?.info.readyPorts ?? this.d.cfg.defaultReadyPorts;
-        await report.step("wait_ready", () =>
-          this.d.probe.waitForPorts(spec.net.ip, ports, this.d.cfg.readyTimeoutMs),
-        );
+        await this.waitReady(spec, await this.readyPorts(spec.template), report);
         this.d.log.info({ slug: spec.slug }, "resumed from hibernation");
         return upstreamAt(spec.net.ip);
       });
@@ -316,10 +318,11 @@ export class FirecrackerExecutor implements Executor {
     return out;
   }
 
+  /** Null until the guest has answered its ready ports (a box whose start is still waiting). */
   async upstream(slug: string): Promise<Upstream | null> {
     if ((await this.inspect(slug)) !== "running") return null;
     const rec = await readRecord(this.layout.vmFile(slug, "vm.json"));
-    return rec ? upstreamAt(rec.ip) : null;
+    return rec && rec.ready !== false ? upstreamAt(rec.ip) : null;
   }
 
   buildGolden(template: TemplateSpec, report: StepReporter): Promise<GoldenInfo> {
@@ -342,14 +345,13 @@ export class FirecrackerExecutor implements Executor {
   }
 
   /**
-   * A create retried after an agent crash: a running box is returned as is; a box whose
-   * create had finished (it was stopped or crashed since) is started, never wiped; only
-   * leftovers of an unfinished create are removed.
+   * A create retried after an agent crash: a box whose create had got as far as its guest
+   * (running, stopped or crashed since) is started (start() waits for a guest not yet
+   * ready), never wiped; only leftovers of an unfinished create are removed, its VMM too.
    */
-  private async prepareCreate(slug: string): Promise<"fresh" | "exists" | Upstream> {
+  private async prepareCreate(slug: string): Promise<"fresh" | "exists"> {
     assertSlug(slug);
     const state = await this.inspect(slug);
-    if (state === "running") return upstreamAt((await readRecord(this.layout.vmFile(slug, "vm.json")))!.ip);
     const rec = await readRecord(this.layout.vmFile(slug, "vm.json"));
     if (rec && rec.lifecycle !== "creating" && state !== "gone") return "exists";
     if (rec || existsSync(this.layout.vmDir(slug))) {
@@ -454,14 +456,29 @@ export class FirecrackerExecutor implements Executor {
         balloon: false,
       };
       await configureAndBoot(client, this.d.cfg, dev, mmdsPayload(spec.metadata));
-      await writeRecord(this.layout.vmFile(spec.slug, "vm.json"), { ...rec, lifecycle: "running" });
+      await writeRecord(this.layout.vmFile(spec.slug, "vm.json"), {
+        ...rec,
+        lifecycle: "running",
+        ready: false,
+      });
     });
-    const golden = await currentGolden(this.deps, spec.template);
-    const ports = golden?.info.readyPorts ?? this.d.cfg.defaultReadyPorts;
+    await this.waitReady(spec, await this.readyPorts(spec.template), report);
+    return upstreamAt(spec.net.ip);
+  }
+
+  /** The template's ready ports: its golden's, or the default for a template without one. */
+  private async readyPorts(template: string): Promise<number[]> {
+    return (await currentGolden(this.deps, template))?.info.readyPorts ?? this.d.cfg.defaultReadyPorts;
+  }
+
+  /** The wait_ready step, then the record says the guest is ready (upstream() serves it). */
+  private async waitReady(spec: VmSpec, ports: number[], report: StepReporter): Promise<void> {
     await report.step("wait_ready", () =>
       this.d.probe.waitForPorts(spec.net.ip, ports, this.d.cfg.readyTimeoutMs),
     );
-    return upstreamAt(spec.net.ip);
+    const file = this.layout.vmFile(spec.slug, "vm.json");
+    const rec = await readRecord(file);
+    if (rec) await writeRecord(file, { ...rec, ready: true });
   }
 
   private async halt(rec: VmRecord, report: StepReporter): Promise<void> {

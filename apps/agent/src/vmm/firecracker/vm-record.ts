@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { readFile, rename, writeFile } from "node:fs/promises";
 
 /** What the agent remembers about a box on disk (`vms/<slug>/vm.json`). */
@@ -14,6 +15,11 @@ export interface VmRecord {
   pid: number | null;
   /** `stopped` only when stop() ran; a dead VMM without it counts as exited (crashed). */
   lifecycle: "creating" | "running" | "stopped";
+  /**
+   * False from the VMM's (re)start until its guest answered the ready ports: a start cut off
+   * there (agent restart) is finished by the next one. Absent: ready (older records).
+   */
+  ready?: boolean;
 }
 
 export async function readRecord(file: string): Promise<VmRecord | null> {
@@ -27,7 +33,8 @@ export async function readRecord(file: string): Promise<VmRecord | null> {
 
 /** Write-then-rename so a crash never leaves half a record. */
 export async function writeRecord(file: string, rec: VmRecord): Promise<void> {
-  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
+  // Unique per write: two writes of one record in the same millisecond must not share it.
+  const tmp = `${file}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
   await writeFile(tmp, `${JSON.stringify(rec, null, 2)}\n`, { mode: 0o600 });
   await rename(tmp, file);
 }
