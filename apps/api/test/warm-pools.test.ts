@@ -113,6 +113,10 @@ describeOnEachDb("warm pools", (env) => {
     expect(fits.body.box.server).toBe("pool-c");
     // One more clone (filling) and 90 + 10 GB leave no room for another 10 GB box.
     await report({ target: 5, ready: 4, filling: 1, diskGb: 20, memoryMb: 1536 });
+    // The server view shows the same: the box beside what the pool holds.
+    const view = (await admin.get("/api/v1/servers/pool-c")).body;
+    expect(view.used.diskGb).toBe(10);
+    expect(view.reserved).toEqual({ vcpu: 0, memoryMb: 5 * 1536, diskGb: 100 });
     const full = await create("no-room");
     expect(full.status).toBe(503);
     expect(full.body.error.details.reasons).toContain("pool-c: not enough diskGb");

@@ -127,11 +127,17 @@ describe.skipIf(!hasChromium)("dashboard in a real browser against the real cont
   });
 
   it("shows the server's warm pool and lets the admin set its size, which reaches the agent", async () => {
-    await agent.heartbeat({ pool: [{ template: "minimal", target: 2, ready: 1, filling: 1 }] });
+    await agent.heartbeat({
+      pool: [{ template: "minimal", target: 2, ready: 1, filling: 1, diskGb: 10, memoryMb: 1024 }],
+    });
     await page.getByRole("link", { name: "Servers" }).click();
     const row = page.locator('[data-server="fc-test"] .warm-pool [data-template="minimal"]');
     await row.waitFor();
     await expect.poll(async () => row.textContent()).toContain("minimal: 1 ready, 1 filling of 2");
+    // What the two clones hold shows beside the boxes' use.
+    const usage = page.locator('[data-server="fc-test"] .usages');
+    await expect.poll(async () => usage.textContent()).toContain("Memory0 + 2 warm pool /");
+    expect(await usage.textContent()).toContain("Disk0 + 20 warm pool /");
     const input = row.getByLabel("Warm pool size for minimal on fc-test");
     await input.fill("3");
     await row.getByRole("button", { name: "Set" }).click();

@@ -154,6 +154,11 @@ export const Server = z.object({
   backend: z.enum(BACKENDS),
   capacity: z.object({ vcpu: z.number(), memoryMb: z.number(), diskGb: z.number() }),
   used: z.object({ vcpu: z.number(), memoryMb: z.number(), diskGb: z.number() }),
+  /**
+   * What its warm pools hold beside `used` (placement counts both): each pool at the larger
+   * of its size and the clones it has, each clone its data volume and guest memory.
+   */
+  reserved: z.object({ vcpu: z.number(), memoryMb: z.number(), diskGb: z.number() }),
   agentVersion: z.string().nullable(),
   lastHeartbeatAt: z.string().nullable(),
   /**

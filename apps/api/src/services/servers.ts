@@ -12,6 +12,7 @@ import { and, eq, inArray, isNull, lt, sql } from "drizzle-orm";
 import { newId, newSecret, sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import { agentJobs, boxes, servers, serverTemplates } from "../db/schema.ts";
+import { poolReservation } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
 import { endedBoxAccess } from "./access.ts";
 import { audit } from "./audit.ts";
@@ -21,7 +22,7 @@ import { recordActivity } from "./idle.ts";
 import { extendLeases, insertJob, type JobRow } from "./jobs.ts";
 import { getTemplate } from "./templates.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
-import { recordWarmPools, warmPoolSizes, warmPoolViews } from "./warm-pools.ts";
+import { poolsForPlacement, recordWarmPools, warmPoolSizes, warmPoolViews } from "./warm-pools.ts";
 
 export type ServerRow = typeof servers.$inferSelect;
 
@@ -29,6 +30,7 @@ async function toServers(ctx: Ctx, rows: ServerRow[]): Promise<Server[]> {
   const used = await usedByServer(ctx.db);
   const golden = await ctx.db.select().from(serverTemplates);
   const pools = await warmPoolViews(ctx);
+  const held = await poolsForPlacement(ctx.db);
   return rows.map((s) => {
     return {
       name: s.name,
@@ -38,6 +40,7 @@ async function toServers(ctx: Ctx, rows: ServerRow[]): Promise<Server[]> {
       backend: s.backend,
       capacity: { vcpu: s.vcpu, memoryMb: s.memoryMb, diskGb: s.diskGb },
       used: used(s.id),
+      reserved: poolReservation(held(s.id)),
       agentVersion: s.agentVersion,
       lastHeartbeatAt: s.lastHeartbeatAt?.toISOString() ?? null,
       unreachableSince: s.unreachableSince?.toISOString() ?? null,

@@ -39,10 +39,19 @@ export function ServerCard({ server, now }: { server: Server; now: number }) {
         <UsageBar
           label="Memory"
           used={gb(server.used.memoryMb)}
+          held={gb(server.reserved.memoryMb)}
+          heldBy="warm pool"
           total={gb(server.capacity.memoryMb)}
           unit="GB"
         />
-        <UsageBar label="Disk" used={server.used.diskGb} total={server.capacity.diskGb} unit="GB" />
+        <UsageBar
+          label="Disk"
+          used={server.used.diskGb}
+          held={server.reserved.diskGb}
+          heldBy="warm pool"
+          total={server.capacity.diskGb}
+          unit="GB"
+        />
       </div>
       <h3>Golden snapshots</h3>
       {golden.length === 0 ? (
