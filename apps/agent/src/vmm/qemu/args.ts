@@ -109,7 +109,7 @@ export function qemuArgs(s: LaunchSpec): string[] {
     "-drive",
     `id=${DATA_DRIVE_ID},file=${optValue(s.dataDisk.path)},format=${s.dataDisk.format},if=none,discard=unmap`,
     "-device",
-    "virtio-blk-device,drive=data,serial=doppio-data",
+    `virtio-blk-device,drive=${DATA_DRIVE_ID},serial=doppio-data`,
     ...netArgs(s.net),
     "-fw_cfg",
     `name=${METADATA_FW_CFG_NAME},file=${optValue(s.metaFile)}`,
