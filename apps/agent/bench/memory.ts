@@ -130,7 +130,9 @@ try {
     `${p50(ready.mapped).toFixed(0)} ms`,
   );
   row(`restore -> ready p95`, `${p95(ready.streamed).toFixed(0)} ms`, `${p95(ready.mapped).toFixed(0)} ms`);
-  row("  all runs (ms)", ready.streamed.join(","), ready.mapped.join(","));
+  // One line per mode: side by side, the two lists ran together into one.
+  for (const mode of MODES)
+    console.log(`  all runs, ${mode} (ms)`.padEnd(31) + ready[mode].map((ms) => ms.toFixed(0)).join(", "));
   row("1 idle clone RSS", mb(mem.streamed.one.rss), mb(mem.mapped.one.rss));
   row("1 idle clone PSS", mb(mem.streamed.one.pss), mb(mem.mapped.one.pss));
   row(`${CLONES} idle clones RSS (sum)`, mb(mem.streamed.many.rss), mb(mem.mapped.many.rss));

@@ -9,6 +9,7 @@ import type { Logger } from "pino";
 import { encodeIdentity, IDENTITY_POLL_MS, type WarmPool } from "../pool/warm.ts";
 import type { BoxStore } from "../store/boxes.ts";
 import type { GitCredentialCache } from "./credentials.ts";
+import { shellAssignments } from "./shell.ts";
 import { tokenSha256 } from "./tokens.ts";
 
 export interface MetadataServiceDeps {
@@ -77,7 +78,7 @@ export async function buildMetadataService(d: MetadataServiceDeps): Promise<Fast
   // A parked clone of the warm pool (pool/warm.ts) waits for the box that claims it. Only
   // a parked bearer (never a box's) works here, from its clone's own address in tap mode, and
   // it only ever answers with the identity the agent handed to that one clone.
-  app.get("/v1/parked/identity", async (req, reply) => {
+  app.get<{ Querystring: { format?: string } }>("/v1/parked/identity", async (req, reply) => {
     const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? "");
     const parked = m && d.pool ? d.pool.byToken(tokenSha256(m[1]!)) : null;
     if (!parked || (d.checkSourceAddress && ipv4(req.socket.remoteAddress) !== parked.ip)) {
@@ -93,6 +94,11 @@ export async function buildMetadataService(d: MetadataServiceDeps): Promise<Fast
     reply.header("cache-control", "no-store");
     if (!meta) return reply.code(204).send();
     log.info({ parked: parked.slug, box: meta.slug }, "identity handed to a claimed pool clone");
+    // `?format=shell`: the same metadata as shell assignments (shell.ts), which the
+    // minimal image's parked-wait asks for so the claimed guest parses no JSON.
+    if (req.query.format === "shell") {
+      return reply.code(200).type("text/plain; charset=utf-8").send(shellAssignments(meta));
+    }
     return reply.code(200).type("application/json").send(encodeIdentity(meta));
   });
 

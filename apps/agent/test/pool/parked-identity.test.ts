@@ -193,6 +193,20 @@ describe("parked clones at the metadata service", () => {
     expect(await o.text()).toBe("");
     // Asked again (a lost answer), the claimed clone gets the same identity.
     expect(JSON.parse(await (await poll(base, tokens.get("pool-aaaaaaaaaa")!)).text()).slug).toBe("alpha");
+    // The shell form the minimal image asks for (metadata/shell.ts): the same identity,
+    // behind the same bearer.
+    const shell = (token: string) =>
+      fetch(`${base}/v1/parked/identity?format=shell`, { headers: { authorization: `Bearer ${token}` } });
+    const sh = await shell(tokens.get("pool-aaaaaaaaaa")!);
+    expect(sh.status).toBe(200);
+    expect(sh.headers.get("content-type")).toMatch(/^text\/plain/);
+    const body = await sh.text();
+    expect(body.startsWith("M_generation='2'\n")).toBe(true);
+    expect(body).toContain("M_slug='alpha'\n");
+    expect(body).toContain("M_secrets_metadata_token='box-token-alpha'\n");
+    expect(body).toContain("M_env_file='export OWNER_SECRET='\\''only-for-alpha'\\''\n'");
+    expect((await shell(tokens.get("victim")!)).status).toBe(401);
+    expect((await shell(tokens.get("pool-bbbbbbbbbb")!)).status).toBe(204);
   });
 
   it("racing claims take each clone once; a handed-over clone's bearer stops working", async () => {

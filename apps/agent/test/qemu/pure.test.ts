@@ -1,9 +1,13 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { type BoxMetadata, METADATA_SIZE } from "../../src/vmm/executor.ts";
 import { parseTscKhz } from "../../src/vmm/qemu/accel.ts";
 import { kernelCmdline, type LaunchSpec, qemuArgs } from "../../src/vmm/qemu/args.ts";
 import { boxPaths, goldenBuildPaths } from "../../src/vmm/qemu/layout.ts";
-import { encodeMetadata } from "../../src/vmm/qemu/metadata.ts";
+import { encodeMetadata, encodeShellMetadata, SHELL_METADATA_SIZE } from "../../src/vmm/qemu/metadata.ts";
 
 const meta: BoxMetadata = {
   slug: "brisk-falcon-3f9a",
@@ -36,6 +40,96 @@ describe("encodeMetadata", () => {
 
   it("refuses metadata larger than the fixed size", () => {
     expect(() => encodeMetadata({ ...meta, env: { BIG: "x".repeat(METADATA_SIZE) } })).toThrow(/more than/);
+  });
+});
+
+/**
+ * Sources `script` in a POSIX shell (as the guest's apply sources the blob) and returns the
+ * values of `names` after it, plus the names of every variable it set starting with `prefix`.
+ */
+function sourced(
+  script: Buffer | string,
+  names: string[],
+  prefix = "M_",
+): { values: string[]; set: string[] } {
+  const dir = mkdtempSync(join(tmpdir(), "shell-meta-"));
+  try {
+    const file = join(dir, "blob");
+    writeFileSync(file, script);
+    const out = execFileSync("sh", [
+      "-c",
+      String.raw`. "$1"; shift; p=$1; shift; for v; do eval "printf '%s\0' \"\$$v\""; done; set | grep "^$p" | cut -d= -f1`,
+      "sh",
+      file,
+      prefix,
+      ...names,
+    ]).toString("utf8");
+    const parts = out.split("\0");
+    return { values: parts.slice(0, names.length), set: parts[names.length]!.split("\n").filter(Boolean) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe("encodeShellMetadata", () => {
+  it("gives the guest the same variables as json.awk, generation first, padded to one page", () => {
+    const buf = encodeShellMetadata({ ...meta, network: { ...meta.network, dns: ["10.0.0.1", "1.1.1.1"] } });
+    expect(buf.length).toBe(SHELL_METADATA_SIZE);
+    expect(buf.toString("utf8").startsWith("M_generation='7'\n")).toBe(true);
+    const names = [
+      "M_generation",
+      "M_slug",
+      "M_network_ip",
+      "M_network_prefix",
+      "M_network_dns_0",
+      "M_network_dns_1",
+      "M_secrets_machine_id",
+      "M_secrets_metadata_token",
+      "M_issued_at",
+      "M_env_file",
+    ];
+    const { values, set } = sourced(buf, names);
+    expect(values).toEqual([
+      "7",
+      "brisk-falcon-3f9a",
+      "10.0.0.2",
+      "16",
+      "10.0.0.1",
+      "1.1.1.1",
+      "m",
+      "t",
+      "1",
+      "export A='1'\n",
+    ]);
+    // env reaches the guest only as the env file's text.
+    expect(set.filter((k) => k.startsWith("M_env"))).toEqual(["M_env_file"]);
+  });
+
+  it("quotes every value: a tenant's env and repo cannot run anything in the guest", () => {
+    const hostile = {
+      ...meta,
+      repo: "https://github.com/a/b'; touch /tmp/pwned; '",
+      env: {
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, on purpose
+        QUOTE: 'it\'s $(id) `id` ${HOME} \\ "x"',
+        LINES: "a\nb\tc",
+        NUL: "a\0b",
+        "bad-name; id": "dropped",
+        EMPTY: "",
+      },
+    };
+    const blob = sourced(encodeShellMetadata(hostile), ["M_repo", "M_env_file"]);
+    expect(blob.values[0]).toBe(hostile.repo);
+    // The env file is itself sourced by login shells: check what it sets.
+    const env = sourced(blob.values[1]!, ["QUOTE", "LINES", "NUL", "EMPTY"], "bad");
+    expect(env.values).toEqual([hostile.env.QUOTE, hostile.env.LINES, "a?b", ""]);
+    expect(blob.values[1]).not.toContain("bad-name");
+  });
+
+  it("is padding only when the assignments do not fit (the guest then parses the JSON)", () => {
+    const buf = encodeShellMetadata({ ...meta, env: { BIG: "x".repeat(SHELL_METADATA_SIZE) } });
+    expect(buf.length).toBe(SHELL_METADATA_SIZE);
+    expect(buf.toString("utf8").trim()).toBe("");
   });
 });
 

@@ -1,4 +1,5 @@
 import { numToIp, poolLayout } from "../../cidr.ts";
+import { shellMetadataPath } from "./metadata.ts";
 
 export type Accel = "kvm" | "tcg";
 
@@ -56,6 +57,10 @@ export interface LaunchSpec {
 }
 
 const METADATA_FW_CFG_NAME = "opt/doppio/meta";
+/** Sorts after the JSON blob's name: its fw_cfg key stays the one older goldens know. */
+const SHELL_METADATA_FW_CFG_NAME = "opt/doppio/shell";
+/** The data disk's drive id: QMP names it (launch.ts resizes it). */
+export const DATA_DRIVE_ID = "data";
 /** The RAM block of a file-backed guest: its id is part of the migration stream. */
 const MEMORY_BACKEND_ID = "mem";
 
@@ -102,12 +107,14 @@ export function qemuArgs(s: LaunchSpec): string[] {
     "-device",
     "virtio-blk-device,drive=root,serial=doppio-root",
     "-drive",
-    `id=data,file=${optValue(s.dataDisk.path)},format=${s.dataDisk.format},if=none,discard=unmap`,
+    `id=${DATA_DRIVE_ID},file=${optValue(s.dataDisk.path)},format=${s.dataDisk.format},if=none,discard=unmap`,
     "-device",
-    "virtio-blk-device,drive=data,serial=doppio-data",
+    `virtio-blk-device,drive=${DATA_DRIVE_ID},serial=doppio-data`,
     ...netArgs(s.net),
     "-fw_cfg",
     `name=${METADATA_FW_CFG_NAME},file=${optValue(s.metaFile)}`,
+    "-fw_cfg",
+    `name=${SHELL_METADATA_FW_CFG_NAME},file=${optValue(shellMetadataPath(s.metaFile))}`,
     "-chardev",
     `file,id=serial0,path=${optValue(s.serialLog)},append=on`,
     "-serial",

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import type { VolumePool } from "../../pool/volumes.ts";
 import type { HostNetwork, StepReporter, Upstream, VmSpec } from "../executor.ts";
 import type { NetAttachment } from "./args.ts";
-import { qemuArgs } from "./args.ts";
+import { DATA_DRIVE_ID, qemuArgs } from "./args.ts";
 import type { QemuContext } from "./context.ts";
 import { prepareDisks } from "./disks.ts";
 import { QemuError } from "./errors.ts";
@@ -182,7 +182,10 @@ export async function launchBox(
     try {
       if (mapped) await startMappedIncoming(launched.qmp, mapped.vmstate);
       if (restore) {
-        await resumeAfterIncoming(launched.qmp, origin.kind === "resume" ? origin.consume : undefined);
+        await resumeAfterIncoming(
+          launched.qmp,
+          origin.kind === "resume" ? origin.consume : () => announceDataDiskSize(launched.qmp, paths.volume),
+        );
       }
     } catch (err) {
       launched.qmp.close();
@@ -233,6 +236,16 @@ async function imageVersion(ctx: QemuContext, template: string): Promise<string>
   const newest = versions.at(-1);
   if (!newest) throw new QemuError("image_missing", `no image built for template ${template} in ${dir}`);
   return newest;
+}
+
+/**
+ * A golden clone's kernel still holds the size of the golden's 1 MiB data placeholder
+ * (golden.ts): a `block_resize` to the volume's own size makes QEMU raise a virtio config
+ * change, so the guest's driver reads the real size as soon as it runs, instead of the
+ * guest re-probing the disk (unbind and bind of virtio_blk, the slowest step of its apply).
+ */
+async function announceDataDiskSize(qmp: QmpClient, volume: string): Promise<void> {
+  await qmp.execute("block_resize", { device: DATA_DRIVE_ID, size: await fileSize(volume) });
 }
 
 /** After `-incoming` with `-S`: wait for the stream to load, then resume the guest. */

@@ -1,4 +1,5 @@
 import { rename, writeFile } from "node:fs/promises";
+import { shellAssignments } from "../../metadata/shell.ts";
 import { type BoxMetadata, METADATA_SIZE } from "../executor.ts";
 import { QemuError } from "./errors.ts";
 
@@ -19,8 +20,39 @@ export function encodeMetadata(meta: BoxMetadata): Buffer {
   return out;
 }
 
+/**
+ * Size of the second fw_cfg blob, the same metadata as shell assignments. One page: the
+ * guest's fw_cfg driver reads byte by byte through an I/O port and skips to each page of a
+ * read byte by byte too, so a larger blob costs the guest far more than its size.
+ */
+export const SHELL_METADATA_SIZE = 4096;
+
+/** The shell blob's file: beside the JSON one, so every launch that passes one passes both. */
+export function shellMetadataPath(metaFile: string): string {
+  return `${metaFile}.sh`;
+}
+
+/**
+ * The shell form of the metadata (metadata/shell.ts), padded with spaces to
+ * SHELL_METADATA_SIZE; padding only when it does not fit, and the guest then parses the
+ * JSON blob as before.
+ */
+export function encodeShellMetadata(meta: BoxMetadata): Buffer {
+  const bytes = Buffer.from(shellAssignments(meta), "utf8");
+  const out = Buffer.alloc(SHELL_METADATA_SIZE, 0x20);
+  if (bytes.length <= SHELL_METADATA_SIZE) bytes.copy(out);
+  return out;
+}
+
+/** Both fw_cfg blobs of `meta`, each written whole (a temporary file renamed into place). */
 export async function writeMetadataFile(path: string, meta: BoxMetadata): Promise<void> {
-  const tmp = `${path}.tmp`;
-  await writeFile(tmp, encodeMetadata(meta), { mode: 0o600 });
-  await rename(tmp, path);
+  const write = async (file: string, data: Buffer) => {
+    const tmp = `${file}.tmp`;
+    await writeFile(tmp, data, { mode: 0o600 });
+    await rename(tmp, file);
+  };
+  await Promise.all([
+    write(path, encodeMetadata(meta)),
+    write(shellMetadataPath(path), encodeShellMetadata(meta)),
+  ]);
 }
