@@ -4,7 +4,9 @@ import pg from "pg";
 import { fakeVmmAlive } from "../../support/fake-executor.ts";
 import { netnsUnavailable } from "../../support/netns.ts";
 import { type Check, endChecks, type RunFacts } from "./checks.ts";
-import { type Cluster, clusterFeatures, fakeVmmPids, startCluster } from "./cluster.ts";
+import { type ChaosBackend, type Cluster, clusterFeatures, startCluster } from "./cluster.ts";
+import { fakeVmmPids } from "./fake-facts.ts";
+import { qemuVmmPids } from "./qemu-facts.ts";
 import { EventWatcher, rng, runWorkload } from "./workload.ts";
 
 type InjectionKind =
@@ -31,6 +33,8 @@ export interface ChaosOptions {
   seed: number;
   replicas?: number;
   hosts?: number;
+  /** fake (default): the fake executor's `sleep` VMMs; qemu: the agent program on real QEMU guests. */
+  backend?: ChaosBackend;
   log?: (line: string) => void;
 }
 
@@ -112,7 +116,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
   const hosts = opts.hosts ?? 3;
   const whyNoNetns = netnsUnavailable();
   if (whyNoNetns) log(`NOTE: hosts share this namespace and no network cut is injected (${whyNoNetns})`);
-  const features = clusterFeatures(whyNoNetns === null);
+  const backend = opts.backend ?? "fake";
+  const features = clusterFeatures(whyNoNetns === null, backend);
   if (features.whyNoPg) log(`NOTE: the shared PostgreSQL is used and never restarted (${features.whyNoPg})`);
   if (features.whyNoCaddy) log(`NOTE: hosts run no Caddy (${features.whyNoCaddy})`);
   if (features.whyNoDisks) log(`NOTE: no disk is filled (${features.whyNoDisks})`);
@@ -126,11 +131,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     ...(features.whyNoDisks === null ? (["disk-full"] as const) : []),
   ];
   const plan = planInjections(opts.seed, opts.jobs, hosts, replicas, kinds);
-  log(`chaos: ${opts.jobs} jobs, seed ${opts.seed}, ${replicas} replicas, ${hosts} hosts`);
+  log(`chaos: ${opts.jobs} jobs, seed ${opts.seed}, ${replicas} replicas, ${hosts} hosts, ${backend} VMMs`);
   for (const p of plan) log(`  plan: at job ${p.atJob}: ${p.kind} #${p.target} for ${p.downMs} ms`);
 
   const started = Date.now();
-  const cluster: Cluster = await startCluster({ replicas, hosts, netns: whyNoNetns === null });
+  const cluster: Cluster = await startCluster({ replicas, hosts, netns: whyNoNetns === null, backend });
+  log(`  ${((Date.now() - started) / 1000).toFixed(1)} s cluster up`);
   const injected: string[] = [];
   const running: Promise<void>[] = [];
   const down = new Set<string>();
@@ -164,11 +170,14 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     if (p.kind === "kill-vmm") {
       // No wait: the VM's agent notices the dead VMM and starts it again.
       // Any host's running VM (hosts in order, then slugs): a lone host often runs none.
-      const running = cluster.hosts.flatMap((h) =>
-        fakeVmmPids(h.stateFile)
-          .filter((v) => fakeVmmAlive(v.pid))
-          .map((v) => ({ ...v, host: h.name })),
-      );
+      const running: Array<{ slug: string; pid: number; host: string }> = [];
+      for (const h of cluster.hosts) {
+        const vmms =
+          h.backend === "qemu"
+            ? await qemuVmmPids(h)
+            : fakeVmmPids(h.stateFile).filter((v) => fakeVmmAlive(v.pid));
+        running.push(...vmms.map((v) => ({ ...v, host: h.name })));
+      }
       const victim = running[Math.floor(p.pick * running.length)];
       if (!victim) return say("skipped kill-vmm (no VM running)");
       process.kill(victim.pid, "SIGKILL");
