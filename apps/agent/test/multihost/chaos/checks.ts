@@ -10,9 +10,13 @@ import type { VmFacts } from "./host-facts.ts";
 import { qemuFacts } from "./qemu-facts.ts";
 import type { EventWatcher, Submitted } from "./workload.ts";
 
-/** What the run did that the checks must know: hosts whose disk was filled at some point. */
+/**
+ * What the run did that the checks must know: hosts whose disk was filled at some point,
+ * and the boxes (`host/slug`) whose VMM process was killed.
+ */
 export interface RunFacts {
   diskFullHosts: Set<string>;
+  killedVmms: Set<string>;
 }
 
 export interface Check {
@@ -43,9 +47,11 @@ async function readDb(url: string) {
         server: string;
         last_seq: number;
         attempts: number;
+        slug: string | null;
       }>(
-        `select j.id, j.status, j.action, j.error_code, j.error, s.name as server, j.last_seq, j.attempts
-           from agent_jobs j join servers s on s.id = j.server_id`,
+        `select j.id, j.status, j.action, j.error_code, j.error, s.name as server, j.last_seq, j.attempts,
+                b.slug
+           from agent_jobs j join servers s on s.id = j.server_id left join boxes b on b.id = j.box_id`,
       )
     ).rows;
     const boxes = (
@@ -111,16 +117,19 @@ export async function endChecks(
     jobs.filter((j) => IN_FLIGHT.includes(j.status)).map((j) => `${j.action} ${j.id} still ${j.status}`),
     `${jobs.length} finished`,
   );
-  // A full disk must fail what writes to it, with its code; nothing else may fail.
+  // A full disk must fail what writes to it, with its code; a VMM killed while its guest
+  // booted fails that launch (guest_not_ready, the box in error); nothing else may fail.
   const diskFull = (j: { error_code: string | null; server: string }) =>
     j.error_code === "disk_full" && facts.diskFullHosts.has(j.server);
+  const vmmKilled = (j: { error_code: string | null; server: string; slug: string | null }) =>
+    j.error_code === "guest_not_ready" && facts.killedVmms.has(`${j.server}/${j.slug}`);
   const failed = jobs.filter((j) => j.status === "failed");
   check(
-    "no job failed, except with disk_full on a host whose disk was filled",
+    "no job failed, except with disk_full on a host whose disk was filled, or guest_not_ready on a box whose VMM was killed",
     failed
-      .filter((j) => !diskFull(j))
-      .map((j) => `${j.action} ${j.id} on ${j.server}: ${j.error_code} ${j.error}`),
-    `${jobs.filter((j) => j.status === "succeeded").length} succeeded, ${failed.length} failed with disk_full`,
+      .filter((j) => !diskFull(j) && !vmmKilled(j))
+      .map((j) => `${j.action} ${j.slug} ${j.id} on ${j.server}: ${j.error_code} ${j.error}`),
+    `${jobs.filter((j) => j.status === "succeeded").length} succeeded, ${failed.filter(diskFull).length} failed with disk_full, ${failed.filter(vmmKilled).length} with guest_not_ready after a VMM kill`,
   );
   check(
     "every host is back (heartbeating)",
@@ -164,8 +173,8 @@ export async function endChecks(
       if (vm) leakProblems.push(`${box.slug} deleted but its VM is ${vm.state} on ${box.server}`);
       continue;
     }
-    if (box.status === "error" && diskFull(box)) {
-      // Its create or reset failed for want of space: settled in error, nothing running.
+    if (box.status === "error" && (diskFull(box) || vmmKilled(box))) {
+      // Its create or reset failed for want of space or lost its VMM: settled in error, nothing running.
       brokenByDisk++;
       if (vm?.state === "running") observedProblems.push(`${box.slug} is in error but its VM runs`);
       continue;
@@ -195,7 +204,7 @@ export async function endChecks(
   check(
     "observed == desired for every box",
     observedProblems,
-    `${liveCount} live boxes match (${brokenByDisk} in error: disk_full)`,
+    `${liveCount} live boxes match (${brokenByDisk} in error: disk_full or VMM killed while booting)`,
   );
   check(
     cluster.hosts.some((h) => h.backend === "qemu")

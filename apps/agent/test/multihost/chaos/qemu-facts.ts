@@ -11,9 +11,9 @@ import type { Host } from "./cluster.ts";
 import { processesInNetns, type VmFacts } from "./host-facts.ts";
 
 /** The QEMU executor's data dir under the agent's (vmm/qemu/backend.ts). */
-export const qemuDataDir = (h: Host) => path.join(h.dataDir, "qemu");
+export const qemuDataDir = (h: Pick<Host, "dataDir">) => path.join(h.dataDir, "qemu");
 
-const inNs = (h: Host, file: string, args: string[]) =>
+const inNs = (h: Pick<Host, "netns">, file: string, args: string[]) =>
   execFileSync("ip", ["netns", "exec", h.netns!.name, file, ...args], { encoding: "utf8", timeout: 20_000 });
 
 /** A box's VM as the QEMU executor sees it (executor.ts #state), with its record and live PID. */
@@ -35,7 +35,7 @@ export async function qemuVm(dataDir: string, slug: string) {
 }
 
 /** The running VMs' QEMU processes on a host, sorted by slug (what a kill-vmm picks from). */
-export async function qemuVmmPids(h: Host): Promise<Array<{ slug: string; pid: number }>> {
+export async function qemuVmmPids(h: Pick<Host, "dataDir">): Promise<Array<{ slug: string; pid: number }>> {
   const dir = boxesDir(qemuDataDir(h));
   const slugs = existsSync(dir) ? readdirSync(dir).sort() : [];
   const out: Array<{ slug: string; pid: number }> = [];
@@ -58,7 +58,10 @@ export function qemuProcesses(h: Pick<Host, "netns">): number[] {
  * firewall's `ports` set (`nft`), the namespace's routes, and the stopped boxes' disks
  * (`qemu-img check` on the overlay, `e2fsck -n` on the volume).
  */
-export async function qemuFacts(h: Host, live: Set<string>): Promise<VmFacts> {
+export async function qemuFacts(
+  h: Pick<Host, "name" | "dataDir" | "netns">,
+  live: Set<string>,
+): Promise<VmFacts> {
   const dataDir = qemuDataDir(h);
   const dir = boxesDir(dataDir);
   const vms: VmFacts["vms"] = {};

@@ -141,7 +141,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
   const running: Promise<void>[] = [];
   const down = new Set<string>();
   const stamp = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
-  const facts: RunFacts = { diskFullHosts: new Set() };
+  const facts: RunFacts = { diskFullHosts: new Set(), killedVmms: new Set() };
   const say = (line: string) => {
     injected.push(`${stamp()} ${line}`);
     log(`  ${injected.at(-1)}`);
@@ -180,6 +180,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
       }
       const victim = running[Math.floor(p.pick * running.length)];
       if (!victim) return say("skipped kill-vmm (no VM running)");
+      facts.killedVmms.add(`${victim.host}/${victim.slug}`);
       process.kill(victim.pid, "SIGKILL");
       return say(`kill-vmm (${victim.slug}'s VMM, pid ${victim.pid}, on ${victim.host})`);
     }
