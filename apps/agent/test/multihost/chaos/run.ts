@@ -1,4 +1,5 @@
-import { existsSync, readFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { fakeVmmAlive } from "../../support/fake-executor.ts";
@@ -135,7 +136,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
   for (const p of plan) log(`  plan: at job ${p.atJob}: ${p.kind} #${p.target} for ${p.downMs} ms`);
 
   const started = Date.now();
-  const cluster: Cluster = await startCluster({ replicas, hosts, netns: whyNoNetns === null, backend });
+  const cluster: Cluster = await startCluster({ replicas, hosts, netns: whyNoNetns === null, backend, log });
   log(`  ${((Date.now() - started) / 1000).toFixed(1)} s cluster up`);
   const injected: string[] = [];
   const running: Promise<void>[] = [];
@@ -254,7 +255,17 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     }
     log(`chaos: done in ${stamp()}`);
     for (const c of checks) log(`  ${c.ok ? "ok  " : "FAIL"} ${c.name}: ${c.detail}`);
-    return { plan, injected, checks, ok: checks.every((c) => c.ok) };
+    const ok = checks.every((c) => c.ok);
+    if (!ok) {
+      // The hosts' data dirs go with the cluster: keep the agents' logs that explain the failure.
+      const kept = mkdtempSync(path.join(tmpdir(), `doppio-chaos-${opts.seed}-`));
+      for (const h of cluster.hosts) {
+        const file = path.join(h.dataDir, "agent.log");
+        if (existsSync(file)) copyFileSync(file, path.join(kept, `${h.name}-agent.log`));
+      }
+      log(`chaos: the agents' logs are kept in ${kept}`);
+    }
+    return { plan, injected, checks, ok };
   } catch (err) {
     // The processes' logs go with the cluster: keep what explains the failure.
     for (const r of cluster.replicas) {
