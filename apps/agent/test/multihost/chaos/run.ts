@@ -105,7 +105,8 @@ async function inFlight(databaseUrl: string): Promise<number> {
 /**
  * A chaos run: real control-plane replicas (processes) on the run's own PostgreSQL behind a
  * balancer, agent processes on hosts in their own network namespaces (fake VMM, state on
- * disk, a real process per running VMM, a real Caddy, disks on a small filesystem), a
+ * disk, a real process per running VMM, a real Caddy, disks on a small filesystem; or with
+ * `backend: "qemu"` the agent program on real QEMU guests, cluster.ts), a
  * user's stream of `jobs` box actions, and the seed's injections (kill -9 of an agent, a
  * replica, a VMM process or Caddy; the host's link to the control plane cut; PostgreSQL
  * crashed and restarted; a host's disk filled up). Then, with everything back, the end
