@@ -129,7 +129,10 @@ export async function endChecks(
     failed
       .filter((j) => !diskFull(j) && !vmmKilled(j))
       .map((j) => `${j.action} ${j.slug} ${j.id} on ${j.server}: ${j.error_code} ${j.error}`),
-    `${jobs.filter((j) => j.status === "succeeded").length} succeeded, ${failed.filter(diskFull).length} failed with disk_full, ${failed.filter(vmmKilled).length} with guest_not_ready after a VMM kill`,
+    `${jobs.filter((j) => j.status === "succeeded").length} succeeded, ${failed.filter(diskFull).length} failed with disk_full, ${failed.filter(vmmKilled).length} with guest_not_ready after a VMM kill${failed
+      .filter(vmmKilled)
+      .map((j) => ` (${j.action} ${j.slug})`)
+      .join("")}`,
   );
   check(
     "every host is back (heartbeating)",

@@ -184,7 +184,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
       if (!victim) return say("skipped kill-vmm (no VM running)");
       facts.killedVmms.add(`${victim.host}/${victim.slug}`);
       process.kill(victim.pid, "SIGKILL");
-      return say(`kill-vmm (${victim.slug}'s VMM, pid ${victim.pid}, on ${victim.host})`);
+      // What the box was doing (a launch in flight fails with guest_not_ready; a running box is restarted).
+      const box = await cluster.user.get(`/api/v1/boxes/${victim.slug}`).catch(() => null);
+      return say(
+        `kill-vmm (${victim.slug}'s VMM, pid ${victim.pid}, on ${victim.host}; the box was ${box?.body?.status ?? "?"})`,
+      );
     }
     down.add(key);
     const what =
