@@ -71,8 +71,13 @@ describe.skipIf(why !== null)("QEMU host facts (chaos end checks)", () => {
     await qemu(path.join(dir, "qemu.pid"));
   }, 60_000);
   afterAll(() => {
-    for (const c of children)
-      if (c.pid && c.exitCode === null && c.signalCode === null) process.kill(c.pid, "SIGKILL");
+    for (const c of children) {
+      try {
+        if (c.pid && c.exitCode === null && c.signalCode === null) process.kill(c.pid, "SIGKILL");
+      } catch {
+        // exited meanwhile; the namespace below must go anyway
+      }
+    }
     ns?.destroy();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
