@@ -10,7 +10,8 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../.
 
 /**
  * The agent as its own OS process on the fake executor (`node --import tsx
- * fake-agent-main.ts --config F`: main.ts's runAgent), so a test can SIGKILL exactly that
+ * fake-agent-main.ts --config F`: main.ts's runAgent), or with `fake` null the agent
+ * program itself (src/main.ts, the configured backend), so a test can SIGKILL exactly that
  * PID. Started like the systemd unit starts main.ts, minus the npx and tsx wrapper processes
  * that would otherwise stand between the test and the agent.
  */
@@ -21,7 +22,8 @@ export class AgentProcess {
   private constructor(
     readonly configFile: string,
     readonly logFile: string,
-    readonly fake: FakeExecutorOptions,
+    /** The fake executor's options; null runs src/main.ts with the config's real backend. */
+    readonly fake: FakeExecutorOptions | null,
     /** A network namespace (of the test's) the process runs in, as if on its own host. */
     readonly netns?: string,
   ) {}
@@ -29,7 +31,7 @@ export class AgentProcess {
   static async prepare(
     dataDir: string,
     config: Record<string, unknown>,
-    fake: FakeExecutorOptions,
+    fake: FakeExecutorOptions | null,
     netns?: string,
   ): Promise<AgentProcess> {
     const configFile = path.join(dataDir, "agent.yaml");
@@ -47,7 +49,7 @@ export class AgentProcess {
       process.execPath,
       "--import",
       "tsx",
-      "apps/agent/test/support/fake-agent-main.ts",
+      this.fake ? "apps/agent/test/support/fake-agent-main.ts" : "apps/agent/src/main.ts",
       "--config",
       this.configFile,
     ];
@@ -55,7 +57,7 @@ export class AgentProcess {
     const [file, ...args] = this.netns ? ["ip", "netns", "exec", this.netns, ...node] : node;
     const child = spawn(file!, args, {
       cwd: ROOT,
-      env: { ...process.env, DOPPIO_TEST_FAKE_EXECUTOR: JSON.stringify(this.fake) },
+      env: this.fake ? { ...process.env, DOPPIO_TEST_FAKE_EXECUTOR: JSON.stringify(this.fake) } : process.env,
       stdio: ["ignore", "pipe", "pipe"],
     });
     child.stdout!.pipe(log, { end: false });

@@ -1,17 +1,22 @@
-import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import path from "node:path";
 import { BOX_ACTIONS, DESIRED_AFTER, SETTLED_STATUS } from "@doppio/contracts";
 import Database from "better-sqlite3";
 import pg from "pg";
 import { canonicalJson } from "../../../src/edge/caddy-config.ts";
-import { FAKE_DISK_BYTES, fakeVmmAlive } from "../../support/fake-executor.ts";
-import type { Cluster, Host } from "./cluster.ts";
+import type { Cluster } from "./cluster.ts";
+import { fakeFacts } from "./fake-facts.ts";
 import { edgeStatus, expectedEdgeConfig } from "./host-caddy.ts";
+import type { VmFacts } from "./host-facts.ts";
+import { qemuFacts } from "./qemu-facts.ts";
 import type { EventWatcher, Submitted } from "./workload.ts";
 
-/** What the run did that the checks must know: hosts whose disk was filled at some point. */
+/**
+ * What the run did that the checks must know: hosts whose disk was filled at some point,
+ * and the boxes (`host/slug`) whose VMM process was killed.
+ */
 export interface RunFacts {
   diskFullHosts: Set<string>;
+  killedVmms: Set<string>;
 }
 
 export interface Check {
@@ -42,9 +47,11 @@ async function readDb(url: string) {
         server: string;
         last_seq: number;
         attempts: number;
+        slug: string | null;
       }>(
-        `select j.id, j.status, j.action, j.error_code, j.error, s.name as server, j.last_seq, j.attempts
-           from agent_jobs j join servers s on s.id = j.server_id`,
+        `select j.id, j.status, j.action, j.error_code, j.error, s.name as server, j.last_seq, j.attempts,
+                b.slug
+           from agent_jobs j join servers s on s.id = j.server_id left join boxes b on b.id = j.box_id`,
       )
     ).rows;
     const boxes = (
@@ -83,23 +90,6 @@ interface AgentJobRecord {
   undelivered: number;
 }
 
-/** PIDs of fake VMM processes in the host's network namespace (all of them, recorded or not). */
-function vmmProcessesIn(h: Host): number[] {
-  if (!h.netns) return [];
-  const ns = `net:[${statSync(`/run/netns/${h.netns.name}`).ino}]`;
-  const pids: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    const pid = Number(entry);
-    try {
-      if (readlinkSync(`/proc/${pid}/ns/net`) === ns && fakeVmmAlive(pid)) pids.push(pid);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids;
-}
-
 /** The checks a chaos run ends with, once everything is back and no job is in flight. */
 export async function endChecks(
   cluster: Cluster,
@@ -127,16 +117,22 @@ export async function endChecks(
     jobs.filter((j) => IN_FLIGHT.includes(j.status)).map((j) => `${j.action} ${j.id} still ${j.status}`),
     `${jobs.length} finished`,
   );
-  // A full disk must fail what writes to it, with its code; nothing else may fail.
+  // A full disk must fail what writes to it, with its code; a VMM killed while its guest
+  // booted fails that launch (guest_not_ready, the box in error); nothing else may fail.
   const diskFull = (j: { error_code: string | null; server: string }) =>
     j.error_code === "disk_full" && facts.diskFullHosts.has(j.server);
+  const vmmKilled = (j: { error_code: string | null; server: string; slug: string | null }) =>
+    j.error_code === "guest_not_ready" && facts.killedVmms.has(`${j.server}/${j.slug}`);
   const failed = jobs.filter((j) => j.status === "failed");
   check(
-    "no job failed, except with disk_full on a host whose disk was filled",
+    "no job failed, except with disk_full on a host whose disk was filled, or guest_not_ready on a box whose VMM was killed",
     failed
-      .filter((j) => !diskFull(j))
-      .map((j) => `${j.action} ${j.id} on ${j.server}: ${j.error_code} ${j.error}`),
-    `${jobs.filter((j) => j.status === "succeeded").length} succeeded, ${failed.length} failed with disk_full`,
+      .filter((j) => !diskFull(j) && !vmmKilled(j))
+      .map((j) => `${j.action} ${j.slug} ${j.id} on ${j.server}: ${j.error_code} ${j.error}`),
+    `${jobs.filter((j) => j.status === "succeeded").length} succeeded, ${failed.filter(diskFull).length} failed with disk_full, ${failed.filter(vmmKilled).length} with guest_not_ready after a VMM kill${failed
+      .filter(vmmKilled)
+      .map((j) => ` (${j.action} ${j.slug})`)
+      .join("")}`,
   );
   check(
     "every host is back (heartbeating)",
@@ -144,33 +140,32 @@ export async function endChecks(
     `${servers.length} hosts`,
   );
 
-  const hostState = new Map(
-    cluster.hosts.map((h) => {
-      const state = existsSync(h.stateFile)
-        ? (JSON.parse(readFileSync(h.stateFile, "utf8")) as {
-            vms: Record<string, { state: string; pid?: number }>;
-          })
-        : { vms: {} };
-      const db = new Database(path.join(h.dataDir, "agent.sqlite"), { readonly: true });
-      const ips = (db.prepare("select slug from ip_allocations").all() as Array<{ slug: string }>).map(
-        (r) => r.slug,
-      );
-      const records = db
-        .prepare(
-          `select id, status, ok, attempt, last_seq as lastSeq, local,
-                  (select count(*) from outbox o where o.job_id = jobs.id
-                     and json_extract(o.event, '$.type') = 'result') as results,
-                  (select count(*) from outbox o where o.job_id = jobs.id and o.delivered = 0) as undelivered
-             from jobs`,
-        )
-        .all() as AgentJobRecord[];
-      const integrity = (db.pragma("integrity_check") as Array<{ integrity_check: string }>)
-        .map((r) => r.integrity_check)
-        .join(", ");
-      db.close();
-      return [h.name, { vms: state.vms, ips, records, integrity }];
-    }),
-  );
+  const hostState = new Map<
+    string,
+    VmFacts & { ips: string[]; records: AgentJobRecord[]; integrity: string }
+  >();
+  for (const h of cluster.hosts) {
+    const live = new Set(boxes.filter((b) => !b.deleted && b.server === h.name).map((b) => b.slug));
+    const vmFacts = h.backend === "qemu" ? await qemuFacts(h, live) : fakeFacts(h);
+    const db = new Database(path.join(h.dataDir, "agent.sqlite"), { readonly: true });
+    const ips = (db.prepare("select slug from ip_allocations").all() as Array<{ slug: string }>).map(
+      (r) => r.slug,
+    );
+    const records = db
+      .prepare(
+        `select id, status, ok, attempt, last_seq as lastSeq, local,
+                (select count(*) from outbox o where o.job_id = jobs.id
+                   and json_extract(o.event, '$.type') = 'result') as results,
+                (select count(*) from outbox o where o.job_id = jobs.id and o.delivered = 0) as undelivered
+           from jobs`,
+      )
+      .all() as AgentJobRecord[];
+    const integrity = (db.pragma("integrity_check") as Array<{ integrity_check: string }>)
+      .map((r) => r.integrity_check)
+      .join(", ");
+    db.close();
+    hostState.set(h.name, { ...vmFacts, ips, records, integrity });
+  }
   const observedProblems: string[] = [];
   const leakProblems: string[] = [];
   let brokenByDisk = 0;
@@ -181,8 +176,8 @@ export async function endChecks(
       if (vm) leakProblems.push(`${box.slug} deleted but its VM is ${vm.state} on ${box.server}`);
       continue;
     }
-    if (box.status === "error" && diskFull(box)) {
-      // Its create or reset failed for want of space: settled in error, nothing running.
+    if (box.status === "error" && (diskFull(box) || vmmKilled(box))) {
+      // Its create or reset failed for want of space or lost its VMM: settled in error, nothing running.
       brokenByDisk++;
       if (vm?.state === "running") observedProblems.push(`${box.slug} is in error but its VM runs`);
       continue;
@@ -206,14 +201,21 @@ export async function endChecks(
     for (const slug of host.ips) {
       if (!live.has(`${name}/${slug}`)) leakProblems.push(`IP of ${slug} on ${name} belongs to no live box`);
     }
+    leakProblems.push(...host.leakProblems);
   }
   const liveCount = boxes.filter((b) => !b.deleted).length;
   check(
     "observed == desired for every box",
     observedProblems,
-    `${liveCount} live boxes match (${brokenByDisk} in error: disk_full)`,
+    `${liveCount} live boxes match (${brokenByDisk} in error: disk_full or VMM killed while booting)`,
   );
-  check("no leaked VM or IP allocation on any host", leakProblems, `${cluster.hosts.length} hosts clean`);
+  check(
+    cluster.hosts.some((h) => h.backend === "qemu")
+      ? "no leaked VM, IP allocation, TAP, firewall entry, route or box directory on any host"
+      : "no leaked VM or IP allocation on any host",
+    leakProblems,
+    `${cluster.hosts.length} hosts clean`,
+  );
 
   // Each job ran on one host, finished there once, and every event it wrote reached the control plane.
   const recordProblems: string[] = [];
@@ -254,22 +256,8 @@ export async function endChecks(
   );
 
   // The VMM processes: each running VM has one, nothing else runs on a host.
-  const vmmProblems: string[] = [];
-  let vmms = 0;
-  for (const h of cluster.hosts) {
-    const vms = hostState.get(h.name)!.vms;
-    const expected = new Set<number>();
-    for (const [slug, vm] of Object.entries(vms)) {
-      if (vm.state !== "running") continue;
-      if (vm.pid === undefined || !fakeVmmAlive(vm.pid))
-        vmmProblems.push(`${slug} on ${h.name} runs without a VMM`);
-      else expected.add(vm.pid);
-    }
-    for (const pid of vmmProcessesIn(h)) {
-      vmms++;
-      if (!expected.has(pid)) vmmProblems.push(`VMM process ${pid} on ${h.name} belongs to no running VM`);
-    }
-  }
+  const vmmProblems = [...hostState.values()].flatMap((h) => h.vmmProblems);
+  const vmms = [...hostState.values()].reduce((n, h) => n + h.vmms, 0);
   if (cluster.hosts.some((h) => h.netns)) {
     check("every running VM has its VMM process, and no other runs", vmmProblems, `${vmms} VMM processes`);
   }
@@ -279,16 +267,7 @@ export async function endChecks(
   for (const h of cluster.hosts) {
     const host = hostState.get(h.name)!;
     if (host.integrity !== "ok") dataProblems.push(`${h.name} agent.sqlite: ${host.integrity}`);
-    if (!h.disks) continue;
-    for (const slug of Object.keys(host.vms)) {
-      const file = path.join(h.disks.dir, `${slug}.img`);
-      const bytes = existsSync(file) ? readFileSync(file) : null;
-      if (!bytes?.equals(Buffer.alloc(FAKE_DISK_BYTES, 1)))
-        dataProblems.push(`${slug}'s disk on ${h.name} is damaged`);
-    }
-    for (const f of readdirSync(h.disks.dir)) {
-      if (!host.vms[f.replace(/\.img$/, "")]) dataProblems.push(`${f} on ${h.name} belongs to no VM`);
-    }
+    dataProblems.push(...host.dataProblems);
   }
   check(
     "no data corrupted (agent databases, box disks)",

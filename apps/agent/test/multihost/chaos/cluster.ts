@@ -1,9 +1,10 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, symlinkSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import pg from "pg";
 import { TestClient } from "../../../../api/test/support/client.ts";
 import {
   ADMIN_EMAIL,
@@ -12,14 +13,20 @@ import {
 } from "../../../../api/test/support/control-plane.ts";
 import { ReplicaProcess } from "../../../../api/test/support/replica-process.ts";
 import { RoundRobinProxy } from "../../../../api/test/support/round-robin-proxy.ts";
+import { buildMinimalImage, qemuUnavailable, REPO } from "../../qemu/support.ts";
 import { freePort } from "../../support/agent-harness.ts";
 import { AgentProcess } from "../../support/agent-process.ts";
 import { findCaddy } from "../../support/caddy.ts";
 import { FAKE_DISK_BYTES, fakeVmmAlive } from "../../support/fake-executor.ts";
 import { TestNetns } from "../../support/netns.ts";
 import { SmallFs } from "../../support/small-fs.ts";
+import { fakeVmmPids } from "./fake-facts.ts";
 import { HostCaddy } from "./host-caddy.ts";
 import { PrivatePostgres, privatePostgresUnavailable } from "./private-postgres.ts";
+import { qemuProcesses } from "./qemu-facts.ts";
+
+/** What runs the hosts' VMs: the fake executor (`sleep` processes) or the real agent on QEMU. */
+export type ChaosBackend = "fake" | "qemu";
 
 /** Control-plane settings for a run measured in seconds, not hours. */
 const REPLICA_CONFIG = {
@@ -33,14 +40,18 @@ const REPLICA_CONFIG = {
 };
 
 /**
- * One "host": an agent process (fake executor, state in a file, a real OS process standing
- * for each running VMM) in its own namespace when root, with a real Caddy in front of it and
- * its boxes' disks on a small filesystem of their own when root.
+ * One "host": an agent process in its own namespace when root, with a real Caddy in front of
+ * it. Fake backend: the fake executor (state in a file, a real OS process standing for each
+ * running VMM), its boxes' disks on a small filesystem of their own when root. QEMU backend:
+ * the agent program (src/main.ts) with `backend: qemu`, `networkMode: tap` (bridge, TAPs and
+ * firewall in the host's namespace) and the minimal template.
  */
 export interface Host {
   name: string;
+  backend: ChaosBackend;
   domain: string;
   dataDir: string;
+  /** The fake executor's state (fake backend only). */
   stateFile: string;
   agent: AgentProcess;
   /** The agent's own API address (inside the host's namespace). */
@@ -74,16 +85,6 @@ export interface Cluster {
 
 const sh = (file: string, args: string[]) => execFileSync(file, args, { stdio: "pipe" });
 
-/** The fake VMM processes a host's state file names (running VMs), by PID. */
-export function fakeVmmPids(stateFile: string): Array<{ slug: string; pid: number }> {
-  if (!existsSync(stateFile)) return [];
-  const state = JSON.parse(readFileSync(stateFile, "utf8")) as { vms: Record<string, { pid?: number }> };
-  return Object.entries(state.vms)
-    .filter(([, vm]) => vm.pid !== undefined)
-    .map(([slug, vm]) => ({ slug, pid: vm.pid! }))
-    .sort((a, b) => a.slug.localeCompare(b.slug));
-}
-
 function killFakeVmms(stateFile: string): void {
   for (const { pid } of fakeVmmPids(stateFile)) if (fakeVmmAlive(pid)) process.kill(pid, "SIGKILL");
 }
@@ -92,19 +93,130 @@ function killFakeVmms(stateFile: string): void {
 const DISKS_FS_BYTES = 64 * FAKE_DISK_BYTES;
 
 /** What this machine lets the run use beyond processes: root-only parts, each with why not. */
-export function clusterFeatures(netns: boolean) {
+export function clusterFeatures(netns: boolean, backend: ChaosBackend = "fake") {
   const whyNoPg = privatePostgresUnavailable();
   const whyNoCaddy = !netns ? "hosts share one namespace" : findCaddy() ? null : "caddy is not installed";
-  const whyNoDisks = process.getuid?.() === 0 ? null : "mounting a size-limited tmpfs needs root";
+  const whyNoDisks =
+    backend === "qemu"
+      ? "QEMU mode: the executor keeps sparse 10-40 GB volumes formatted ahead for every box size " +
+        "(vmm/qemu/backend.ts), which no small filesystem holds; the fake mode injects full disks"
+      : process.getuid?.() === 0
+        ? null
+        : "mounting a size-limited tmpfs needs root";
   return { whyNoPg, whyNoCaddy, whyNoDisks };
 }
+
+/** Why the QEMU mode cannot run here (root, netns, QEMU and the image tools), or null. */
+export function qemuModeUnavailable(): string | null {
+  return qemuUnavailable() ?? (findCaddy() ? null : "caddy is not installed");
+}
+
+/** The minimal image the QEMU hosts serve, built once into the shared cache (qemu/support.ts). */
+const CHAOS_IMAGE = "chaos";
+/** The guests' memory: the minimal busybox guest needs little (its template default). */
+const GUEST_MEMORY_MB = 256;
+
+/**
+ * A QEMU host's data dir before its agent starts: the minimal image as version "1" (the
+ * template's, which the agent builds its golden from with no current.json), its files
+ * linked from the shared cache, and the cached KVM probe verdict (TCG here).
+ */
+function prepareQemuDataDir(dataDir: string, imageDir: string): void {
+  const version = path.join(dataDir, "images", "minimal", "1");
+  mkdirSync(version, { recursive: true });
+  for (const f of ["vmlinuz", "initrd.img", "rootfs.qcow2", "manifest.json"])
+    symlinkSync(path.join(imageDir, f), path.join(version, f));
+  mkdirSync(path.join(dataDir, "qemu"), { recursive: true });
+  const accel = path.join(REPO, ".data", "qemu-accel.json");
+  if (existsSync(accel)) copyFileSync(accel, path.join(dataDir, "qemu", "accel.json"));
+}
+
+/** Kills every qemu-system process left in a QEMU host's namespace, by PID. */
+function killQemus(h: Pick<Host, "netns">): void {
+  if (!h.netns) return;
+  for (const pid of qemuProcesses(h)) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // gone meanwhile
+    }
+  }
+}
+
+/**
+ * The hosts' golden snapshots, built through the control plane (a build_golden job per
+ * host). A build that fails (a guest not ready in time on a loaded 2-core machine) is said
+ * with its error and queued once more, as an operator would.
+ */
+async function buildGoldens(
+  admin: TestClient,
+  databaseUrl: string,
+  hosts: Host[],
+  log: (line: string) => void,
+): Promise<void> {
+  for (let i = 0; ; i++) {
+    const list = await admin.get("/api/v1/servers");
+    if (list.body.servers.every((s: { lastHeartbeatAt: string | null }) => s.lastHeartbeatAt)) break;
+    if (i > 300) throw new Error("hosts did not heartbeat");
+    await sleep(200);
+  }
+  const queue = async (h: Host) => {
+    const res = await admin.post(`/api/v1/servers/${h.name}/golden`, { template: "minimal" });
+    if (res.status !== 202)
+      throw new Error(`golden build on ${h.name}: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body.id as string;
+  };
+  const db = new pg.Client({ connectionString: databaseUrl });
+  await db.connect();
+  try {
+    const pending = new Map<string, { host: Host; job: string; tries: number }>();
+    for (const h of hosts) pending.set(h.name, { host: h, job: await queue(h), tries: 1 });
+    const deadline = Date.now() + 8 * 60_000;
+    while (pending.size > 0) {
+      if (Date.now() > deadline)
+        throw new Error(`golden builds still running on ${[...pending.keys()].join(", ")}`);
+      await sleep(1_000);
+      for (const [name, p] of pending) {
+        const row = (
+          await db.query<{ status: string; error: string | null }>(
+            "select status, error from agent_jobs where id = $1",
+            [p.job],
+          )
+        ).rows[0];
+        if (row?.status === "succeeded") pending.delete(name);
+        if (row?.status !== "failed") continue;
+        if (p.tries >= 2) throw new Error(`golden build on ${name} failed twice: ${row.error}`);
+        log(`  golden build on ${name} failed (${row.error}); queued again`);
+        pending.set(name, { host: p.host, job: await queue(p.host), tries: p.tries + 1 });
+      }
+    }
+  } finally {
+    await db.end();
+  }
+  // Placement reads the golden status from the hosts' heartbeats.
+  for (let i = 0; ; i++) {
+    const list = await admin.get("/api/v1/servers");
+    const servers = list.body.servers as Array<{ golden: Record<string, { status: string }> }>;
+    if (servers.every((s) => s.golden.minimal?.status === "ready")) return;
+    if (i > 60) throw new Error("golden builds succeeded but the servers do not say ready");
+    await sleep(500);
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function startCluster(opts: {
   replicas: number;
   hosts: number;
   netns: boolean;
+  backend?: ChaosBackend;
+  log?: (line: string) => void;
 }): Promise<Cluster> {
-  const features = clusterFeatures(opts.netns);
+  const backend = opts.backend ?? "fake";
+  if (backend === "qemu" && !opts.netns) throw new Error("the QEMU mode needs a namespace per host");
+  const features = clusterFeatures(opts.netns, backend);
+  // Built (or found unchanged) before anything starts: the build script skips unchanged inputs.
+  const imageDir = backend === "qemu" ? buildMinimalImage(CHAOS_IMAGE) : null;
   const cleanup: Array<() => Promise<void> | void> = [];
   const close = async () => {
     for (const undo of cleanup.reverse()) await Promise.resolve(undo()).catch(() => {});
@@ -197,9 +309,18 @@ export async function startCluster(opts: {
       // Each namespace has its own loopback; without namespaces the agents share one.
       const agentListen = `127.0.0.1:${netns ? 18090 : await freePort()}`;
       const stateFile = path.join(dataDir, "fake-host.json");
+      if (imageDir) prepareQemuDataDir(dataDir, imageDir);
       const agent = await AgentProcess.prepare(
         dataDir,
         {
+          ...(imageDir
+            ? {
+                backend: "qemu",
+                networkMode: "tap",
+                templates: [{ name: "minimal", memoryMb: GUEST_MEMORY_MB }],
+                capacity: { vcpu: 256, memoryMb: 1024 * 1024, diskGb: 10_000 },
+              }
+            : {}),
           controlPlaneUrl: cpUrl,
           serverToken: reg.body.agentToken,
           dataDir,
@@ -217,22 +338,26 @@ export async function startCluster(opts: {
               }
             : {}),
         },
-        {
-          stateFile,
-          golden: { minimal: "ready" },
-          stepDelayMs: 100,
-          vmmProcesses: true,
-          ...(disks ? { disksDir: disks.dir } : {}),
-        },
+        imageDir
+          ? null
+          : {
+              stateFile,
+              golden: { minimal: "ready" },
+              stepDelayMs: 100,
+              vmmProcesses: true,
+              ...(disks ? { disksDir: disks.dir } : {}),
+            },
         netns?.name,
       );
-      // The fake VMM processes outlive the agent (like daemonized VMMs): end them by PID,
-      // after the agent (cleanup runs in reverse), so it cannot start new ones.
-      cleanup.push(() => killFakeVmms(stateFile));
+      // The VMM processes outlive the agent (daemonized): end them by PID, after the agent
+      // (cleanup runs in reverse), so it cannot start new ones.
+      const vmmsOf = { netns };
+      cleanup.push(() => (imageDir ? killQemus(vmmsOf) : killFakeVmms(stateFile)));
       cleanup.push(() => agent.kill("SIGKILL").then(() => {}));
       agent.start();
       hosts.push({
         name,
+        backend,
         domain,
         dataDir,
         stateFile,
@@ -245,6 +370,8 @@ export async function startCluster(opts: {
         disks,
       });
     }
+
+    if (backend === "qemu") await buildGoldens(admin, db.url, hosts, opts.log ?? (() => {}));
 
     const signup = await new TestClient(replicas[0]!.url).post("/api/v1/auth/signup", {
       email: `chaos-${tag}@example.com`,

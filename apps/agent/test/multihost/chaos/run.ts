@@ -1,10 +1,13 @@
-import { existsSync, readFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { fakeVmmAlive } from "../../support/fake-executor.ts";
 import { netnsUnavailable } from "../../support/netns.ts";
 import { type Check, endChecks, type RunFacts } from "./checks.ts";
-import { type Cluster, clusterFeatures, fakeVmmPids, startCluster } from "./cluster.ts";
+import { type ChaosBackend, type Cluster, clusterFeatures, startCluster } from "./cluster.ts";
+import { fakeVmmPids } from "./fake-facts.ts";
+import { qemuVmmPids } from "./qemu-facts.ts";
 import { EventWatcher, rng, runWorkload } from "./workload.ts";
 
 type InjectionKind =
@@ -31,6 +34,8 @@ export interface ChaosOptions {
   seed: number;
   replicas?: number;
   hosts?: number;
+  /** fake (default): the fake executor's `sleep` VMMs; qemu: the agent program on real QEMU guests. */
+  backend?: ChaosBackend;
   log?: (line: string) => void;
 }
 
@@ -100,7 +105,8 @@ async function inFlight(databaseUrl: string): Promise<number> {
 /**
  * A chaos run: real control-plane replicas (processes) on the run's own PostgreSQL behind a
  * balancer, agent processes on hosts in their own network namespaces (fake VMM, state on
- * disk, a real process per running VMM, a real Caddy, disks on a small filesystem), a
+ * disk, a real process per running VMM, a real Caddy, disks on a small filesystem; or with
+ * `backend: "qemu"` the agent program on real QEMU guests, cluster.ts), a
  * user's stream of `jobs` box actions, and the seed's injections (kill -9 of an agent, a
  * replica, a VMM process or Caddy; the host's link to the control plane cut; PostgreSQL
  * crashed and restarted; a host's disk filled up). Then, with everything back, the end
@@ -112,7 +118,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
   const hosts = opts.hosts ?? 3;
   const whyNoNetns = netnsUnavailable();
   if (whyNoNetns) log(`NOTE: hosts share this namespace and no network cut is injected (${whyNoNetns})`);
-  const features = clusterFeatures(whyNoNetns === null);
+  const backend = opts.backend ?? "fake";
+  const features = clusterFeatures(whyNoNetns === null, backend);
   if (features.whyNoPg) log(`NOTE: the shared PostgreSQL is used and never restarted (${features.whyNoPg})`);
   if (features.whyNoCaddy) log(`NOTE: hosts run no Caddy (${features.whyNoCaddy})`);
   if (features.whyNoDisks) log(`NOTE: no disk is filled (${features.whyNoDisks})`);
@@ -126,16 +133,17 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     ...(features.whyNoDisks === null ? (["disk-full"] as const) : []),
   ];
   const plan = planInjections(opts.seed, opts.jobs, hosts, replicas, kinds);
-  log(`chaos: ${opts.jobs} jobs, seed ${opts.seed}, ${replicas} replicas, ${hosts} hosts`);
+  log(`chaos: ${opts.jobs} jobs, seed ${opts.seed}, ${replicas} replicas, ${hosts} hosts, ${backend} VMMs`);
   for (const p of plan) log(`  plan: at job ${p.atJob}: ${p.kind} #${p.target} for ${p.downMs} ms`);
 
   const started = Date.now();
-  const cluster: Cluster = await startCluster({ replicas, hosts, netns: whyNoNetns === null });
+  const cluster: Cluster = await startCluster({ replicas, hosts, netns: whyNoNetns === null, backend, log });
+  log(`  ${((Date.now() - started) / 1000).toFixed(1)} s cluster up`);
   const injected: string[] = [];
   const running: Promise<void>[] = [];
   const down = new Set<string>();
   const stamp = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
-  const facts: RunFacts = { diskFullHosts: new Set() };
+  const facts: RunFacts = { diskFullHosts: new Set(), killedVmms: new Set() };
   const say = (line: string) => {
     injected.push(`${stamp()} ${line}`);
     log(`  ${injected.at(-1)}`);
@@ -164,15 +172,23 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     if (p.kind === "kill-vmm") {
       // No wait: the VM's agent notices the dead VMM and starts it again.
       // Any host's running VM (hosts in order, then slugs): a lone host often runs none.
-      const running = cluster.hosts.flatMap((h) =>
-        fakeVmmPids(h.stateFile)
-          .filter((v) => fakeVmmAlive(v.pid))
-          .map((v) => ({ ...v, host: h.name })),
-      );
+      const running: Array<{ slug: string; pid: number; host: string }> = [];
+      for (const h of cluster.hosts) {
+        const vmms =
+          h.backend === "qemu"
+            ? await qemuVmmPids(h)
+            : fakeVmmPids(h.stateFile).filter((v) => fakeVmmAlive(v.pid));
+        running.push(...vmms.map((v) => ({ ...v, host: h.name })));
+      }
       const victim = running[Math.floor(p.pick * running.length)];
       if (!victim) return say("skipped kill-vmm (no VM running)");
+      facts.killedVmms.add(`${victim.host}/${victim.slug}`);
       process.kill(victim.pid, "SIGKILL");
-      return say(`kill-vmm (${victim.slug}'s VMM, pid ${victim.pid}, on ${victim.host})`);
+      // What the box was doing (a launch in flight fails with guest_not_ready; a running box is restarted).
+      const box = await cluster.user.get(`/api/v1/boxes/${victim.slug}`).catch(() => null);
+      return say(
+        `kill-vmm (${victim.slug}'s VMM, pid ${victim.pid}, on ${victim.host}; the box was ${box?.body?.status ?? "?"})`,
+      );
     }
     down.add(key);
     const what =
@@ -244,7 +260,17 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     }
     log(`chaos: done in ${stamp()}`);
     for (const c of checks) log(`  ${c.ok ? "ok  " : "FAIL"} ${c.name}: ${c.detail}`);
-    return { plan, injected, checks, ok: checks.every((c) => c.ok) };
+    const ok = checks.every((c) => c.ok);
+    if (!ok) {
+      // The hosts' data dirs go with the cluster: keep the agents' logs that explain the failure.
+      const kept = mkdtempSync(path.join(tmpdir(), `doppio-chaos-${opts.seed}-`));
+      for (const h of cluster.hosts) {
+        const file = path.join(h.dataDir, "agent.log");
+        if (existsSync(file)) copyFileSync(file, path.join(kept, `${h.name}-agent.log`));
+      }
+      log(`chaos: the agents' logs are kept in ${kept}`);
+    }
+    return { plan, injected, checks, ok };
   } catch (err) {
     // The processes' logs go with the cluster: keep what explains the failure.
     for (const r of cluster.replicas) {
