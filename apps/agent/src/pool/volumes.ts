@@ -16,6 +16,12 @@ export interface VolumePoolOptions {
 }
 
 const READY = /^(\d{1,6})g-[0-9a-f]{16}\.raw$/;
+/**
+ * After a take that leaves volumes of its size ready, the refill waits this long: its mkfs
+ * would otherwise run beside the very create that took the volume (its network setup and
+ * VMM restore). A take that empties its size refills at once (the next create would format).
+ */
+export const REFILL_DELAY_MS = 1_000;
 
 /**
  * Pre-formatted data volumes, a few per size, so a create renames a file instead of
@@ -30,6 +36,8 @@ export class VolumePool {
   /** Ready file names per size; a take removes the name synchronously, before any await. */
   readonly #ready = new Map<number, string[]>();
   readonly #refills = new Map<number, Promise<void>>();
+  /** Refills waiting out REFILL_DELAY_MS, per size. */
+  readonly #deferred = new Map<number, { timer: NodeJS.Timeout; done: Promise<void>; fire: () => void }>();
   #started: Promise<void> = Promise.resolve();
   #closed = false;
 
@@ -55,14 +63,16 @@ export class VolumePool {
   }
 
   /**
-   * Moves a ready volume of `gb` GiB to `dest` and starts a refill; false when none is
-   * ready (the caller formats one itself).
+   * Moves a ready volume of `gb` GiB to `dest` and refills behind it (at once when it took
+   * the last one, else after REFILL_DELAY_MS); false when none is ready (the caller formats
+   * one itself).
    */
   async take(gb: number, dest: string): Promise<boolean> {
     await this.#started.catch(() => undefined);
     const list = this.#list(gb);
     const name = list.shift();
-    this.refill(gb);
+    if (list.length > 0) this.#refillLater(gb);
+    else this.refill(gb);
     if (!name) return false;
     try {
       await rename(join(this.#o.dir, name), dest);
@@ -78,8 +88,25 @@ export class VolumePool {
     return Object.fromEntries([...this.#ready].map(([gb, l]) => [gb, l.length]));
   }
 
+  #refillLater(gb: number): void {
+    if (this.#closed || this.#o.perSize <= 0 || this.#deferred.has(gb)) return;
+    let fire = () => {};
+    const done = new Promise<void>((resolve) => {
+      fire = () => {
+        clearTimeout(timer);
+        this.#deferred.delete(gb);
+        this.refill(gb);
+        resolve();
+      };
+    });
+    const timer = setTimeout(() => fire(), REFILL_DELAY_MS);
+    timer.unref();
+    this.#deferred.set(gb, { timer, done, fire });
+  }
+
   /** Tops `gb` up to `perSize` in the background, one volume at a time; returns at once. */
   refill(gb: number): void {
+    this.#deferred.get(gb)?.fire();
     if (this.#closed || this.#o.perSize <= 0 || this.#refills.has(gb)) return;
     const run = (async () => {
       while (!this.#closed && this.#list(gb).length < this.#o.perSize) {
@@ -102,13 +129,17 @@ export class VolumePool {
   /** Waits for running refills (tests, shutdown); later refills do not start. */
   async close(): Promise<void> {
     this.#closed = true;
+    for (const d of this.#deferred.values()) d.fire();
     await this.#started.catch(() => undefined);
     await Promise.all(this.#refills.values());
   }
 
-  /** Resolves once no refill is running (tests and benches wait for a full pool). */
+  /** Resolves once no refill is running or waiting to (tests and benches wait for a full pool). */
   async idle(): Promise<void> {
-    while (this.#refills.size) await Promise.all(this.#refills.values());
+    while (this.#refills.size || this.#deferred.size) {
+      await Promise.all([...this.#deferred.values()].map((d) => d.done));
+      await Promise.all(this.#refills.values());
+    }
   }
 
   #list(gb: number): string[] {

@@ -12,6 +12,12 @@ import type { ParkedStore, ParkedVm } from "./parked.ts";
 
 /** A parked clone's first (and only) boot generation; its claim gives the box the next one. */
 const PARKED_GENERATION = 1;
+/**
+ * A claim's refill starts this long after the hand-over: a clone's restore (disks, network,
+ * QEMU) would otherwise run beside the rest of the create it served (its result, the control
+ * plane's update of the box).
+ */
+export const CLAIM_REFILL_DELAY_MS = 500;
 /** How long one `GET /v1/parked/identity` waits before answering 204 (the guest asks again). */
 export const IDENTITY_POLL_MS = 20_000;
 
@@ -45,7 +51,8 @@ export interface PoolState {
  * name (`claimParked`), and `deliver` answers the guest's wait with the box's metadata. A
  * clone is never returned to the pool: whatever happens to a claim, the clone is either the
  * box's or removed. Passes (retire the surplus, then fill) run one at a time in the
- * background: at start, after every claim and with every heartbeat answer's sizes.
+ * background: at start, shortly after every claim (CLAIM_REFILL_DELAY_MS) and with every
+ * heartbeat answer's sizes.
  */
 export class WarmPool {
   readonly #d: WarmPoolDeps;
@@ -62,6 +69,8 @@ export class WarmPool {
   /** After a failed fill: the next try (doubling from 5 s to 5 min), so a busy host does not end the pool. */
   #retry: NodeJS.Timeout | null = null;
   #retryMs = 5_000;
+  /** The refill after a claim, waiting out CLAIM_REFILL_DELAY_MS. */
+  #soon: { timer: NodeJS.Timeout; done: Promise<void>; fire: () => void } | null = null;
 
   constructor(d: WarmPoolDeps) {
     this.#d = d;
@@ -134,6 +143,7 @@ export class WarmPool {
 
   /** Starts a background fill (or asks the running one to look again when it ends). */
   refill(): void {
+    this.#soon?.fire();
     if (this.#closed || !this.enabled) return;
     if (this.#fill) {
       this.#again = true;
@@ -151,9 +161,28 @@ export class WarmPool {
       });
   }
 
-  /** Resolves when no fill is running (tests, benches). */
+  /** Resolves when no fill is running or waiting to start after a claim (tests, benches). */
   async idle(): Promise<void> {
-    while (this.#fill) await this.#fill;
+    while (this.#fill || this.#soon) {
+      await this.#soon?.done;
+      await this.#fill;
+    }
+  }
+
+  #refillSoon(): void {
+    if (this.#soon || this.#closed) return;
+    let fire = () => {};
+    const done = new Promise<void>((resolve) => {
+      fire = () => {
+        clearTimeout(timer);
+        this.#soon = null;
+        this.refill();
+        resolve();
+      };
+    });
+    const timer = setTimeout(() => fire(), CLAIM_REFILL_DELAY_MS);
+    timer.unref();
+    this.#soon = { timer, done, fire };
   }
 
   /** A ready clone of the template and disk size for `box`, now claimed; null when none. */
@@ -207,7 +236,7 @@ export class WarmPool {
   handedOver(slug: string): void {
     this.#d.parked.remove(slug);
     this.#mail.delete(slug);
-    this.refill();
+    this.#refillSoon();
   }
 
   /** Removes a clone's VM (under its pool slug), its record and its address. */
@@ -222,6 +251,7 @@ export class WarmPool {
   async close(): Promise<void> {
     this.#closed = true;
     if (this.#retry) clearTimeout(this.#retry);
+    this.#soon?.fire();
     // Parked guests waiting now get their 204 at once (and ask the next agent).
     for (const entry of this.#mail.values()) for (const w of [...entry.waiters]) w(null);
     await this.idle();

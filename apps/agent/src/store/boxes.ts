@@ -62,6 +62,14 @@ export class BoxStore {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
+  /**
+   * Runs `fn`'s writes as one transaction: one commit, so one wait for the disk, where a
+   * create records the box, its boot generation and its metadata token before it acts.
+   */
+  atomically<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+
   get(slug: string): StoredBox | null {
     const row = this.db.prepare("SELECT * FROM boxes WHERE slug = ?").get(slug) as Row | undefined;
     return row ? toBox(row) : null;

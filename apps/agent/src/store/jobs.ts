@@ -1,4 +1,5 @@
 import { statfsSync } from "node:fs";
+import { open } from "node:fs/promises";
 import path from "node:path";
 import type { JobEvent } from "@doppio/contracts";
 import type { Db } from "./db.ts";
@@ -174,11 +175,32 @@ export class JobStore {
     return true;
   }
 
-  /** Writes every appended event to disk (the WAL is synced before a checkpoint). */
-  sync(): void {
+  /**
+   * Makes every event committed so far durable: an fdatasync of the write-ahead log, where
+   * SQLite has written them (a commit under `synchronous = FULL` does the same sync). It
+   * runs on libuv's thread pool, so the agent's one thread does not wait for the disk
+   * (a checkpoint did, and under a restore's disk load took up to 200 ms). Pages a
+   * checkpoint already moved into the main file were synced by that checkpoint.
+   */
+  async sync(): Promise<void> {
     if (!this.#unsynced) return;
-    this.db.pragma("wal_checkpoint(PASSIVE)");
+    // Events stored while the sync runs set it again: they are not covered by this one.
     this.#unsynced = false;
+    try {
+      const wal = await open(`${this.db.name}-wal`, "r+");
+      try {
+        await wal.datasync();
+      } finally {
+        await wal.close();
+      }
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
+        this.#unsynced = true;
+        throw err;
+      }
+      // No log file (never so in WAL mode with the store open): a checkpoint syncs what there is.
+      this.db.pragma("wal_checkpoint(PASSIVE)");
+    }
   }
 
   /** The final event and the job's `done` status land in one transaction: a result is written once. */

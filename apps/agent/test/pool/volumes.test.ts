@@ -13,7 +13,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { VolumePool } from "../../src/pool/volumes.ts";
+import { REFILL_DELAY_MS, VolumePool } from "../../src/pool/volumes.ts";
 import { createVolume } from "../../src/vmm/qemu/disks.ts";
 
 function mkfsMissing(): string | null {
@@ -111,6 +111,38 @@ describe.skipIf(missing !== null)("VolumePool: pre-formatted data volumes", { ti
     expect(after).toHaveLength(2);
     // The one left by the first agent is adopted, the one it handed out is not back.
     expect(after.filter((n) => before.includes(n))).toHaveLength(1);
+  });
+
+  it("a take that leaves volumes of its size refills later, beside no create; one that takes the last refills at once", async () => {
+    const formats: string[] = [];
+    const p = new VolumePool({
+      dir: join(dir, "pool"),
+      perSize: 2,
+      format: async (path, gb) => {
+        formats.push(path);
+        await createVolume(path, gb);
+      },
+    });
+    pools.push(p);
+    await p.start([1]);
+    await p.idle();
+    expect(formats).toHaveLength(2);
+    // One of two taken: no mkfs while the create that took it goes on.
+    expect(await p.take(1, join(dir, "boxes", "a.raw"))).toBe(true);
+    await new Promise((r) => setTimeout(r, REFILL_DELAY_MS / 4));
+    expect(formats).toHaveLength(2);
+    expect(p.counts()).toEqual({ 1: 1 });
+    // ...but it is made: idle() waits for the deferred refill too.
+    await p.idle();
+    expect(formats).toHaveLength(3);
+    expect(p.counts()).toEqual({ 1: 2 });
+    // Both taken: the second take leaves none, so its refill starts at once.
+    expect(await p.take(1, join(dir, "boxes", "b.raw"))).toBe(true);
+    expect(await p.take(1, join(dir, "boxes", "c.raw"))).toBe(true);
+    expect(formats).toHaveLength(4);
+    await p.idle();
+    expect(p.counts()).toEqual({ 1: 2 });
+    expect(formats).toHaveLength(5);
   });
 
   it("perSize 0 keeps nothing: every take misses", async () => {

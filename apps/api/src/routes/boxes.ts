@@ -47,8 +47,10 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
             { retryAfterSeconds: seconds },
           );
         }
-        const { box, job } = await createBox(ctx, req.principal!, req.body);
-        const v = await view(box.id);
+        const { box, job, view: row } = await createBox(ctx, req.principal!, req.body);
+        const v = row
+          ? { box: toBox(row.box, row.server, row.ownerIdle), serverName: row.server?.name ?? "" }
+          : await view(box.id);
         return reply.code(202).send({ box: v.box, job: toJob(job, box.slug, v.serverName) });
       },
     });

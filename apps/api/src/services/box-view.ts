@@ -52,6 +52,9 @@ export function toBox(
   };
 }
 
+/** A box with its server and its owner's idle default, as `toBox` wants them. */
+export type BoxView = NonNullable<Awaited<ReturnType<typeof loadBoxView>>>;
+
 export async function loadBoxView(ctx: Ctx, boxId: string) {
   const [row] = await ctx.db
     .select({ box: boxes, server: servers, ownerIdle: users.idleTimeoutMinutes })

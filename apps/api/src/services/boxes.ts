@@ -21,7 +21,7 @@ import { type Candidate, placeBox } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
 import { usableRepos } from "../github/installations.ts";
 import { audit } from "./audit.ts";
-import { type BoxRow, loadBoxView, publishBox, toBox } from "./box-view.ts";
+import { type BoxRow, type BoxView, loadBoxView, publishBox, toBox } from "./box-view.ts";
 import { usedByServer } from "./capacity.ts";
 import { insertJob, type JobRow } from "./jobs.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
@@ -108,13 +108,14 @@ async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
  * publishes that read: the stream sees every state in order, and no read of ours sits
  * between the enqueue and the agent's claim.
  */
-async function announce(ctx: Ctx, serverId: string, boxId: string): Promise<void> {
+async function announce(ctx: Ctx, serverId: string, boxId: string): Promise<BoxView | null> {
   const view = await loadBoxView(ctx, boxId);
   ctx.bus.jobEnqueued(serverId);
   if (view) {
     const box = toBox(view.box, view.server, view.ownerIdle);
     ctx.bus.publish(view.box.teamId, { type: "box", box, boxId });
   }
+  return view;
 }
 
 /** Boxes a user may have at once: one user must not exhaust every server for everyone. */
@@ -135,7 +136,7 @@ export async function createBox(
   ctx: Ctx,
   p: Principal,
   req: CreateBoxRequest,
-): Promise<{ box: BoxRow; job: JobRow }> {
+): Promise<{ box: BoxRow; job: JobRow; view: BoxView | null }> {
   const [template] = await ctx.db.select().from(templates).where(eq(templates.name, req.template));
   if (!template)
     throw new AppError("validation_failed", `unknown template "${req.template}"`, { field: "template" });
@@ -197,8 +198,9 @@ export async function createBox(
         });
         return { box: box!, job };
       });
-      await announce(ctx, created.job.serverId, created.box.id);
-      return created;
+      // The read it announced answers the request too (no second read on the create path).
+      const view = await announce(ctx, created.job.serverId, created.box.id);
+      return { ...created, view };
     } catch (err) {
       if (!isUniqueViolation(err)) throw err;
       if (req.name)

@@ -36,8 +36,11 @@ export async function createFromPool(
       // Past the parked identity's generation, so the guest sees a new one.
       generation: Math.max(prev?.generation ?? 0, parked.generation),
     };
-    deps.boxes.upsert(box, { createdByJob: job.id });
-    const spec = vmSpec(deps, box, deps.boxes.bumpGeneration(slug));
+    // One commit: the box, its generation and its metadata token.
+    const spec = deps.boxes.atomically(() => {
+      deps.boxes.upsert(box, { createdByJob: job.id });
+      return vmSpec(deps, box, deps.boxes.bumpGeneration(slug));
+    });
     const upstream = await claimParked(parked.slug, spec, (meta) => pool.deliver(parked.slug, meta), report);
     pool.handedOver(parked.slug);
     await report.step("add_routes", async () => publishRunning(deps, slug, box.spec, upstream));

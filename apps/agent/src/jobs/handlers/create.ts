@@ -1,5 +1,5 @@
 import { AgentError } from "../../errors.ts";
-import type { StepReporter } from "../../vmm/executor.ts";
+import type { StepReporter, VmSpec } from "../../vmm/executor.ts";
 import type { HandlerDeps, JobHandler } from "../registry.ts";
 import { boxRecord, freshSecrets, publishRunning, specFromPayload, vmSpec } from "./common.ts";
 import { createFromPool } from "./create-pool.ts";
@@ -47,21 +47,21 @@ export const createHandler: JobHandler<"create"> = {
         ...boxRecord(deps, slug, ip, specFromPayload(p, secrets), prev),
         desiredState: "running" as const,
       };
-      deps.boxes.upsert(box, { createdByJob: job.id });
-
-      let upstream = state === "running" ? await deps.executor.upstream(slug) : null;
-      if (!upstream) {
-        const spec = vmSpec(deps, box, deps.boxes.bumpGeneration(slug));
-        if (golden?.status === "ready") {
-          upstream = await deps.executor.createFromGolden(spec, report);
-        } else {
-          report.log(
-            `no golden snapshot for ${p.template} (${golden?.status}); cold-booting the default template`,
-          );
-          upstream = await deps.executor.createColdBoot(spec, report);
-        }
-      }
-      const ready = upstream;
+      const running = state === "running" ? await deps.executor.upstream(slug) : null;
+      // The box, and for a new boot its generation and metadata token, in one commit before
+      // anything is made for it.
+      const spec = deps.boxes.atomically(() => {
+        deps.boxes.upsert(box, { createdByJob: job.id });
+        return running ? null : vmSpec(deps, box, deps.boxes.bumpGeneration(slug));
+      });
+      const launch = async (spec: VmSpec) => {
+        if (golden?.status === "ready") return deps.executor.createFromGolden(spec, report);
+        report.log(
+          `no golden snapshot for ${p.template} (${golden?.status}); cold-booting the default template`,
+        );
+        return deps.executor.createColdBoot(spec, report);
+      };
+      const ready = running ?? (await launch(spec!));
       await report.step("add_routes", async () => publishRunning(deps, slug, box.spec, ready));
       return { ip };
     } catch (err) {
