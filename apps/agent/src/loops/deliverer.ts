@@ -15,7 +15,7 @@ const PRUNE_EVERY_MS = 60_000;
  * How long a running job's progress events (acknowledgement, steps, log lines) may wait to
  * go out together. A job's result goes out at once, with whatever waits before it.
  */
-export const PROGRESS_FLUSH_MS = 250;
+const PROGRESS_FLUSH_MS = 250;
 
 type Rows = ReturnType<JobStore["pending"]> extends Map<string, infer R> ? R : never;
 

@@ -17,7 +17,7 @@ const PARKED_GENERATION = 1;
  * QEMU) would otherwise run beside the rest of the create it served (its result, the control
  * plane's update of the box).
  */
-export const CLAIM_REFILL_DELAY_MS = 500;
+const CLAIM_REFILL_DELAY_MS = 500;
 /** How long one `GET /v1/parked/identity` waits before answering 204 (the guest asks again). */
 export const IDENTITY_POLL_MS = 20_000;
 

@@ -11,13 +11,13 @@ import type { Host } from "./cluster.ts";
 import { processesInNetns, type VmFacts } from "./host-facts.ts";
 
 /** The QEMU executor's data dir under the agent's (vmm/qemu/backend.ts). */
-export const qemuDataDir = (h: Pick<Host, "dataDir">) => path.join(h.dataDir, "qemu");
+const qemuDataDir = (h: Pick<Host, "dataDir">) => path.join(h.dataDir, "qemu");
 
 const inNs = (h: Pick<Host, "netns">, file: string, args: string[]) =>
   execFileSync("ip", ["netns", "exec", h.netns!.name, file, ...args], { encoding: "utf8", timeout: 20_000 });
 
 /** A box's VM as the QEMU executor sees it (executor.ts #state), with its record and live PID. */
-export async function qemuVm(dataDir: string, slug: string) {
+async function qemuVm(dataDir: string, slug: string) {
   const paths = boxPaths(dataDir, slug);
   const record = await readJson<BoxRecord>(paths.record);
   const pid = await readPid(paths.pid);
