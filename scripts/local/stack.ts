@@ -163,7 +163,16 @@ export async function waitForHeartbeat(cookie: string, since: number, timeoutMs 
   }
 }
 
-function agentConfig(secrets: Secrets): string {
+/** What a test or demo adds to the local stack. */
+export interface LocalStackOptions {
+  /**
+   * Host loopback ports the boxes may reach at their gateway (the agent's
+   * `userModeHostPorts`): a local GitHub stand-in's, so boxes clone from it and push to it.
+   */
+  guestHostPorts?: number[];
+}
+
+function agentConfig(secrets: Secrets, opts: LocalStackOptions): string {
   const file = path.join(DATA, "agent.yaml");
   const config = {
     controlPlaneUrl: API_URL,
@@ -179,6 +188,7 @@ function agentConfig(secrets: Secrets): string {
     // User-mode networking: the VMs reach nothing on the host's networks and the edge
     // reaches them through loopback port forwards (no bridge, no private addresses).
     networkMode: "user",
+    userModeHostPorts: opts.guestHostPorts ?? [],
     caddyAdmin: CADDY_ADMIN,
     listen: `127.0.0.1:${PORTS.agent}`,
     metadata: { port: PORTS.metadata },
@@ -256,7 +266,9 @@ function buildDashboard(): string {
   return dist;
 }
 
-export async function startLocalStack(): Promise<{ freshAdmin: boolean; password: string }> {
+export async function startLocalStack(
+  opts: LocalStackOptions = {},
+): Promise<{ freshAdmin: boolean; password: string }> {
   mkdirSync(DATA, { recursive: true });
   const running = readPids(PIDS);
   if (Object.values(running.pids).some(alive)) {
@@ -307,7 +319,7 @@ export async function startLocalStack(): Promise<{ freshAdmin: boolean; password
   const agent = startService(
     "agent",
     TSX,
-    [path.join(ROOT, "apps/agent/src/main.ts"), "--config", agentConfig(secrets)],
+    [path.join(ROOT, "apps/agent/src/main.ts"), "--config", agentConfig(secrets, opts)],
     {
       log: path.join(DATA, "agent.log"),
     },

@@ -57,6 +57,12 @@ export const AgentConfig = z
     backend: z.enum(["qemu", "firecracker"]).default("qemu"),
     networkMode: z.enum(["tap", "user"]).default("tap"),
     /**
+     * `networkMode: user` only (local stacks and tests): host loopback ports that guests
+     * reach at their gateway address. A box whose GitHub lives on one of them
+     * (`http://127.0.0.1:PORT`: a local GitHub stand-in) is told its gateway's address.
+     */
+    userModeHostPorts: z.array(z.number().int().min(1).max(65535)).max(8).default([]),
+    /**
      * Network namespace that holds the bridge and the VMMs (local stacks on shared machines,
      * where the VM pool must not touch the root namespace). Unset in production.
      */
@@ -148,6 +154,13 @@ export const AgentConfig = z
         code: "custom",
         path: ["defaultTemplate"],
         message: `"${c.defaultTemplate}" is not among templates`,
+      });
+    }
+    if (c.userModeHostPorts.length > 0 && c.networkMode !== "user") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["userModeHostPorts"],
+        message: "only with networkMode: user (a tap network gives guests no host port)",
       });
     }
     if (c.edge && !c.caddyAdmin) {

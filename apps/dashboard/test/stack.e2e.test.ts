@@ -4,28 +4,42 @@
  * snapshot), driven in Debian's Chromium: sign up, create a box, watch it reach running,
  * open its site and VS Code URLs and see the box's own content, stop, start, delete; then
  * the admin builds the `code` template from the Servers page, and in a code box's VS Code
- * terminal git's credential helper reaches the host's metadata service.
+ * terminal git's credential helper reaches the host's metadata service. Issue 17's walk-through
+ * runs on the same stack against the GitHub stand-in and its Git server: sign in with GitHub,
+ * connect a repository, create a box from it, edit in VS Code, commit and push.
  */
-import { mkdir, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Host } from "../../../scripts/scale/host.ts";
 import { runScaleTest } from "../../../scripts/scale/run.ts";
 import { signedInClient, TestClient } from "../../api/test/support/client.ts";
+import { GitHttpServer, hasGitHttpBackend } from "../../api/test/support/git-server.ts";
+import { githubConfig } from "../../api/test/support/github.ts";
+import { GitHubStandIn } from "../../api/test/support/github-standin.ts";
 import { buildCli, cliHome } from "../../cli/test/support/cli.ts";
 import { launchBrowser, type TestBrowser } from "./support/browser.ts";
+import { openCodeServer, readGuestFile, runInTerminal } from "./support/code-server.ts";
 import { startUpStack, type UpStack, upStackMissing, viaEdge } from "./support/up-stack.ts";
 
 const EMAIL = `e2e-${process.pid}@example.com`;
 const PASSWORD = "correct horse battery staple";
 const ROOT = path.resolve(import.meta.dirname, "../../..");
 const SHOTS = path.join(ROOT, "test-artifacts/e2e");
-const missing = upStackMissing();
+const README = "# demo\n\nA repository on the GitHub stand-in.\n";
+const missing = [
+  ...upStackMissing(),
+  ...(hasGitHttpBackend ? [] : ["git-http-backend (apt-get install git)"]),
+];
 if (missing.length) console.warn(`SKIPPING the make-up end-to-end test: needs ${missing.join(" and ")}`);
 
 describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
   let up: UpStack;
+  const gh = new GitHubStandIn();
+  let git: GitHttpServer;
+  let gitRoot: string | undefined;
   let data: string;
   let stack: UpStack["stack"];
   let settings: UpStack["settings"];
@@ -48,7 +62,20 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
     });
 
   beforeAll(async () => {
-    up = await startUpStack();
+    // GitHub for this stack: the stand-in (github.com's pages and REST API) with Git over
+    // smart HTTP on its web origin; its signed-in browser user "octo" owns octo/demo.
+    gitRoot = await mkdtemp(path.join(tmpdir(), "doppio-up-git-"));
+    git = new GitHttpServer(gitRoot, (t, repo, write) => gh.gitAccess(t, repo, write));
+    gh.git = (req, res) => git.handle(req, res);
+    await gh.start();
+    await git.createRepo("octo/demo", { "README.md": README });
+    gh.browserUser = gh.addUser("octo", [{ email: "octo@example.com", primary: true, verified: true }]);
+    // The boxes reach the stand-in's loopback port at their gateway (user-mode networking).
+    up = await startUpStack({
+      apiConfig: async () => githubConfig(gh),
+      guestHostPorts: [Number(new URL(gh.webUrl).port)],
+    });
+    gh.setupUrl = `${up.settings.API_URL}/api/v1/github/setup`;
     ({ data, settings, stack, adminPassword } = up);
     await rm(SHOTS, { recursive: true, force: true });
     await mkdir(SHOTS, { recursive: true });
@@ -59,6 +86,8 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
   afterAll(async () => {
     await browser?.close();
     await up?.close();
+    await gh.stop();
+    if (gitRoot) await rm(gitRoot, { recursive: true, force: true });
   }, 120_000);
 
   it("signs up, creates a box, opens its site and VS Code, stops, starts and deletes it", async () => {
@@ -216,8 +245,8 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
     }
 
     // The user's code box: in its VS Code terminal, git asks git-credential-doppio, which asks
-    // the agent's metadata service with the box's token, which asks the control plane. No
-    // GitHub integration is configured here, so the answer is its "not connected" message.
+    // the agent's metadata service with the box's token, which asks the control plane. This
+    // user has not linked GitHub, so the answer is its "not connected" message.
     expect(
       (await page.request.post("/api/v1/boxes", asDashboard({ template: "code", name: "git-box" }))).status(),
     ).toBe(202);
@@ -227,39 +256,15 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
         interval: 1_000,
       })
       .toBe("running");
-    const code = await browser.context.newPage();
+    const code = await openCodeServer(browser.context, settings.API_URL, "git-box.code.localhost");
     try {
-      // The hand-off ends on code-server's page, whose bundle a TCG guest serves slowly.
-      await code.goto(
-        new URL("/api/v1/access/open?host=git-box.code.localhost&next=%2F", settings.API_URL).toString(),
-        { waitUntil: "commit", timeout: 120_000 },
+      // The box's GitHub is the stand-in's, at the guest's gateway: the one origin
+      // git-credential-doppio answers for.
+      const text = await runInTerminal(
+        code,
+        `GIT_TERMINAL_PROMPT=0 git ls-remote "$(sed -n 's/^github=//p' /run/doppio/metadata)/octo/demo.git"`,
+        "/workspace/git-credential.txt",
       );
-      await code.waitForSelector(".explorer-folders-view", { timeout: 180_000 });
-      const out = "/workspace/git-credential.txt";
-      // Read from inside the page: same origin as code-server, with its access cookie.
-      const result = () =>
-        code.evaluate(async (file) => {
-          const r = await fetch(`/vscode-remote-resource?path=${file}`);
-          return r.ok ? r.text() : "";
-        }, out);
-      const command = `printf 'protocol=https\\nhost=github.com\\n\\n' | GIT_TERMINAL_PROMPT=0 git credential fill > ${out} 2>&1; echo rc=$? >> ${out}`;
-      // Ctrl+` toggles the terminal panel: press it only while the panel is hidden (with the
-      // workbench focused), and type the command again only if nothing was written.
-      const terminal = code.locator(".terminal-wrapper .xterm").first();
-      for (let i = 0; i < 3 && !(await result()).includes("rc="); i++) {
-        if (!(await terminal.isVisible())) {
-          await code.locator(".explorer-folders-view").first().click();
-          await code.keyboard.press("Control+Backquote");
-        }
-        await terminal.waitFor({ timeout: 60_000 });
-        await terminal.click();
-        await code.keyboard.type(`${command}\n`, { delay: 10 });
-        await expect
-          .poll(result, { timeout: 60_000, interval: 1_000 })
-          .toContain("rc=")
-          .catch(() => undefined);
-      }
-      const text = await result();
       expect(text).toContain(
         "git-credential-doppio: GitHub is not connected for this box's owner; git will prompt",
       );
@@ -270,6 +275,70 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
     }
     expect((await page.request.delete("/api/v1/boxes/git-box", asDashboard())).status()).toBe(202);
   }, 900_000);
+
+  it("signs in with GitHub, connects a repository, creates a box from it, edits in VS Code, commits and pushes", async () => {
+    const octo = await launchBrowser(settings.API_URL);
+    let failed: Page | undefined;
+    try {
+      const p = octo.page;
+      await p.goto("/dashboard/login");
+      await p.getByRole("link", { name: "Sign in with GitHub" }).click();
+      await p.waitForURL(`${settings.API_URL}/dashboard/`);
+      await p.getByRole("link", { name: "Settings" }).click();
+      await p.getByRole("button", { name: "Connect repositories" }).click();
+      await p.waitForURL(`${settings.API_URL}/dashboard/settings?github=connected`);
+      await expect.poll(() => p.locator("li.mono").allTextContents()).toEqual(["octo/demo (private)"]);
+      await p.screenshot({
+        path: path.join(SHOTS, `${String(++shot).padStart(2, "0")}-github-connected.png`),
+      });
+
+      await p.getByRole("link", { name: "Boxes" }).click();
+      await p.goto("/dashboard/new");
+      await p.getByRole("radio", { name: /^VS Code/ }).check();
+      await p.getByLabel("GitHub repository (optional)").selectOption("octo/demo");
+      await p.getByLabel("Name (optional)").fill("demo-box");
+      await p.getByRole("button", { name: "Create box" }).click();
+      await p.waitForURL(/\/dashboard\/boxes\/demo-box$/);
+      await p.locator('.page-head [data-status="running"]').waitFor({ timeout: 180_000 });
+
+      // The guest clones the repository after it is ready, with an installation token.
+      const code = await openCodeServer(octo.context, settings.API_URL, "demo-box.code.localhost");
+      failed = code;
+      const readme = "/workspace/demo/README.md";
+      await expect
+        .poll(() => readGuestFile(code, readme), { timeout: 120_000, interval: 2_000 })
+        .toBe(README);
+      // In the explorer (/workspace), as a user would: open the clone, then its README.
+      const explorer = code.locator(".explorer-folders-view");
+      await explorer.getByRole("treeitem", { name: "demo" }).click({ timeout: 300_000 });
+      await explorer.getByRole("treeitem", { name: "README.md" }).click({ timeout: 120_000 });
+      await code.locator(".monaco-editor .view-lines").first().click();
+      await code.keyboard.press("Control+End");
+      await code.keyboard.type("Edited in VS Code in a doppiobox.\n", { delay: 10 });
+      await code.keyboard.press("Control+S");
+      await expect
+        .poll(() => readGuestFile(code, readme), { timeout: 30_000 })
+        .toBe(`${README}Edited in VS Code in a doppiobox.\n`);
+
+      const pushed = await runInTerminal(
+        code,
+        "cd demo && git config --global user.name Octo && git config --global user.email octo@example.com && git commit -qam 'Edit the README in VS Code' && git push origin HEAD",
+        "/workspace/push.log",
+      );
+      expect(pushed, pushed).toContain("rc=0");
+      expect(await git.log("octo/demo")).toEqual(["Edit the README in VS Code", "seed"]);
+      await code.screenshot({
+        path: path.join(SHOTS, `${String(++shot).padStart(2, "0")}-github-pushed.png`),
+      });
+      expect(octo.consoleErrors).toEqual([]);
+      expect((await p.request.delete("/api/v1/boxes/demo-box", asDashboard())).status()).toBe(202);
+    } catch (err) {
+      await failed?.screenshot({ path: path.join(SHOTS, "github-walkthrough-failed.png") });
+      throw err;
+    } finally {
+      await octo.close();
+    }
+  }, 1_200_000);
 
   it("npm run scale-test's checks pass on this stack (2 boxes): created at once, answering, stopped, started, deleted, nothing left", async () => {
     const lines: string[] = [];

@@ -17,6 +17,20 @@ export function metadataUrl(config: AgentConfig, gateway: string): string {
 }
 
 /**
+ * The GitHub web URL a guest is given: the box's own, except that a GitHub on one of
+ * `userModeHostPorts` of the host's loopback (a local stack's stand-in) is reached at the
+ * guest's gateway, where QEMU forwards those ports.
+ */
+export function guestGitHubUrl(config: AgentConfig, url: string, gateway: string): string {
+  if (config.networkMode !== "user") return url;
+  const u = new URL(url);
+  const loopback = u.hostname === "127.0.0.1" || u.hostname === "localhost";
+  if (!loopback || !config.userModeHostPorts.includes(Number(u.port))) return url;
+  u.hostname = gateway;
+  return u.origin;
+}
+
+/**
  * The host address the service binds: the bridge's gateway address in tap mode (guests
  * reach it directly); 127.0.0.1 in user mode, where QEMU forwards the guest's gateway
  * address to the host's loopback.

@@ -1,6 +1,8 @@
 import path from "node:path";
 import { githubWebUrlProblem } from "@doppio/contracts";
 import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config.ts";
+import { guestGitHubUrl } from "../../src/metadata/tokens.ts";
 import { GUEST_LIB, run, which } from "./support.ts";
 
 const CHECK = path.join(GUEST_LIB, "github-url");
@@ -69,4 +71,34 @@ describe("a box's GitHub web URL (contracts and the guest's github-url agree)", 
       }
     });
   }
+});
+
+describe("the GitHub URL a guest is given (guestGitHubUrl)", () => {
+  const base = {
+    controlPlaneUrl: "http://127.0.0.1:1",
+    serverToken: "server-token-0123",
+    dataDir: "/nonexistent",
+    domain: "example.test",
+    apiToken: "agent-api-token-0123456789",
+  };
+  const user = parseConfig({ ...base, networkMode: "user", userModeHostPorts: [41234] });
+
+  it("a GitHub on a forwarded loopback port is reached at the guest's gateway (user mode)", () => {
+    expect(guestGitHubUrl(user, "http://127.0.0.1:41234", "10.0.2.2")).toBe("http://10.0.2.2:41234");
+    expect(guestGitHubUrl(user, "http://localhost:41234", "10.0.2.2")).toBe("http://10.0.2.2:41234");
+  });
+
+  it("any other GitHub is passed on as it is", () => {
+    expect(guestGitHubUrl(user, "https://github.com", "10.0.2.2")).toBe("https://github.com");
+    // A loopback port that is not forwarded: no host service is exposed to the guest.
+    expect(guestGitHubUrl(user, "http://127.0.0.1:41235", "10.0.2.2")).toBe("http://127.0.0.1:41235");
+    expect(guestGitHubUrl(user, "http://10.9.9.9:41234", "10.0.2.2")).toBe("http://10.9.9.9:41234");
+    const tap = parseConfig({ ...base });
+    expect(guestGitHubUrl(tap, "http://127.0.0.1:41234", "10.0.0.1")).toBe("http://127.0.0.1:41234");
+  });
+
+  it("host ports for guests are refused outside user mode", () => {
+    expect(() => parseConfig({ ...base, userModeHostPorts: [41234] })).toThrow(/only with networkMode: user/);
+    expect(() => parseConfig({ ...base, networkMode: "user", userModeHostPorts: [0] })).toThrow();
+  });
 });

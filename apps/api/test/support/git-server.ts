@@ -1,6 +1,6 @@
 import { execFile, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir } from "node:fs/promises";
+import { mkdir, writeFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -50,13 +50,15 @@ export class GitHttpServer {
     await new Promise<void>((resolve) => (this.#server ? this.#server.close(() => resolve()) : resolve()));
   }
 
-  /** A bare repository `owner/name.git` with one commit on `main`. */
-  async createRepo(fullName: string): Promise<string> {
+  /** A bare repository `owner/name.git` with one commit on `main` (holding `files`, if any). */
+  async createRepo(fullName: string, files: Record<string, string> = {}): Promise<string> {
     const dir = path.join(this.root, `${fullName}.git`);
     await mkdir(path.dirname(dir), { recursive: true });
     await exec("git", ["init", "--bare", "--initial-branch=main", dir]);
     const work = `${dir}-seed`;
     await exec("git", ["init", "--initial-branch=main", work]);
+    for (const [name, text] of Object.entries(files)) await writeFile(path.join(work, name), text);
+    await exec("git", ["-C", work, "add", "-A"]);
     const id = ["-c", "user.name=seed", "-c", "user.email=seed@example.invalid"];
     await exec("git", [...id, "-C", work, "commit", "--allow-empty", "-m", "seed"]);
     await exec("git", ["-C", work, "push", dir, "main"]);

@@ -31,12 +31,13 @@ export function readGuestFile(code: Page, file: string): Promise<string> {
 
 /**
  * Types `command` into code-server's terminal as a user would, with its output and exit code
- * going to `out` (a guest file), and returns that file once it has the `rc=` line. Ctrl+`
+ * going to `out` (a guest file) as well, and returns that file once it has the `rc=` line. Ctrl+`
  * toggles the panel: it is pressed only while the panel is hidden (with the workbench
  * focused), and the command is typed again only if nothing was written.
  */
 export async function runInTerminal(code: Page, command: string, out: string): Promise<string> {
-  const line = `{ ${command}; } > ${out} 2>&1; echo rc=$? >> ${out}`;
+  // The output shows in the terminal too (for the eye and the screenshots).
+  const line = `{ ${command}; echo rc=$?; } 2>&1 | tee ${out}`;
   const terminal = code.locator(".terminal-wrapper .xterm").first();
   for (let i = 0; i < 3 && !(await readGuestFile(code, out)).includes("rc="); i++) {
     if (!(await terminal.isVisible())) {

@@ -48,7 +48,11 @@ async function freePort(): Promise<number> {
  * environment); it is called with the settings so it can name the stack's URLs.
  */
 export async function startUpStack(
-  opts: { apiConfig?: (settings: UpStack["settings"]) => Promise<Record<string, unknown>> } = {},
+  opts: {
+    apiConfig?: (settings: UpStack["settings"]) => Promise<Record<string, unknown>>;
+    /** The agent's userModeHostPorts (scripts/local/stack.ts, LocalStackOptions). */
+    guestHostPorts?: number[];
+  } = {},
 ): Promise<UpStack> {
   const data = await mkdtemp(path.join(tmpdir(), "doppio-up-"));
   // The stack reads where to live and which ports to use when it is first imported.
@@ -67,7 +71,7 @@ export async function startUpStack(
   }
   let adminPassword: string;
   try {
-    adminPassword = (await stack.startLocalStack()).password;
+    adminPassword = (await stack.startLocalStack({ guestHostPorts: opts.guestHostPorts })).password;
   } catch (err) {
     // Whatever did start is stopped by PID before the error goes on, with the logs' ends.
     await stack.stopLocalStack();

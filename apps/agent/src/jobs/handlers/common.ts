@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { type BoxJobPayload, boxUrls, DEFAULT_GITHUB_WEB_URL } from "@doppio/contracts";
-import { metadataUrl, newMetadataToken } from "../../metadata/tokens.ts";
+import { guestGitHubUrl, metadataUrl, newMetadataToken } from "../../metadata/tokens.ts";
 import { macForIp, tapNameForIp } from "../../net/naming.ts";
 import type { BoxSpec, StoredBox } from "../../store/boxes.ts";
 import type { BoxSecrets, Upstream, VmSpec } from "../../vmm/executor.ts";
@@ -86,7 +86,7 @@ export function vmSpec(deps: HandlerDeps, box: Omit<StoredBox, "updatedAt">, gen
       code_url: urls.code,
       env: box.spec.env,
       repo: box.spec.repo ?? "",
-      github_url: box.spec.githubUrl ?? DEFAULT_GITHUB_WEB_URL,
+      github_url: guestGitHubUrl(deps.config, box.spec.githubUrl ?? DEFAULT_GITHUB_WEB_URL, net.gateway),
       network: { ...net, dns: deps.config.dns },
       metadata_url: metadataUrl(deps.config, net.gateway),
       secrets: { ...box.spec.secrets, metadata_token: metadataToken },

@@ -26,6 +26,7 @@ export async function createQemuBackend(config: AgentConfig, log: Logger): Promi
     goldenNet: { ip: numToIp(pool.golden), prefix: pool.prefix, gateway: numToIp(pool.gateway) },
     accel: "auto",
     userModeMetadataPort: metadataPort,
+    userModeGuestForwards: config.userModeHostPorts,
     // Every box size the control plane offers: the first create of each finds a volume ready.
     volumeSizesGb: Object.values(BOX_SIZES).map((s) => s.diskGb),
     log,
