@@ -32,7 +32,6 @@ type Rows = ReturnType<JobStore["pending"]> extends Map<string, infer R> ? R : n
  * dashboard) instead of one each, while the job runs; the events carry their own times, so
  * step durations are unchanged, and the dashboard sees progress at most that much later.
  */
-
 export class Deliverer extends BackgroundLoop {
   readonly #failures = new Map<string, number>();
   readonly #notBefore = new Map<string, number>();
