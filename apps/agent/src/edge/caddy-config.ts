@@ -156,7 +156,15 @@ function edgeRoutes(opts: EdgeConfigOptions): Json[] {
       handle: [proxy({ Host: ["localhost"] })],
       terminal: true,
     },
-    { match: [{ host: [code] }], handle: [gzip(), proxy()], terminal: true },
+    {
+      // VS Code's server hands a compressed socket to its extension host by replaying the
+      // socket's inflate history; in CI that failed with a zlib error from VS Code's socket
+      // layer, shown in the workbench as "An unknown error occurred". With no WebSocket
+      // extension offered its sockets stay uncompressed; HTTP responses are still gzipped.
+      match: [{ host: [code] }],
+      handle: [gzip(), proxy(undefined, ["Sec-WebSocket-Extensions"])],
+      terminal: true,
+    },
     // Unreachable while the agent answers 404 for unknown hosts; kept so a bug there can
     // never turn into an empty 200 (Caddy's default for unmatched requests).
     {
@@ -205,9 +213,9 @@ function forwardAuth(agentDial: string): Json {
   };
 }
 
-function proxy(set?: Record<string, string[]>): Json {
+function proxy(set?: Record<string, string[]>, drop: string[] = []): Json {
   const request: Json = {
-    delete: [UPSTREAM],
+    delete: [UPSTREAM, ...drop],
     // The access cookie is for the edge only; never hand it to code running in the box.
     replace: { Cookie: [{ search_regexp: `(^|;\\s*)${ACCESS_COOKIE}=[^;]*`, replace: "" }] },
   };

@@ -203,6 +203,20 @@ describe.skipIf(!hasCaddy)("edge through a real Caddy 2.6.2", () => {
     }
   });
 
+  it("code WebSockets reach the guest with no compression offered; site WebSockets keep it", async () => {
+    const codeWs = await openWs(e.edge, code("alpha"), { cookie: alphaCookie });
+    const siteWs = await openWs(e.edge, site("alpha"));
+    try {
+      expect(await echo(codeWs, "plain")).toBe(`code:${code("alpha")}:plain`);
+      expect(codeWs.extensions).toBe("");
+      expect(await echo(siteWs, "packed")).toBe(`site:${site("alpha")}:packed`);
+      expect(siteWs.extensions).toContain("permessage-deflate");
+    } finally {
+      codeWs.close();
+      siteWs.close();
+    }
+  });
+
   // Control: proves the survival test above can fail, and documents why the design exists.
   it("control: ANY raw Caddy config change closes the same WebSocket (Caddy 2.6.2)", async () => {
     const ws = await openWs(e.edge, code("alpha"), { cookie: alphaCookie });

@@ -41,7 +41,8 @@ export class FakeGuest {
         res.end(JSON.stringify({ ...seen, pad: "x".repeat(2048) }));
       });
     });
-    const wss = new WebSocketServer({ server });
+    // Accepts permessage-deflate whenever a client offers it, as VS Code's server does.
+    const wss = new WebSocketServer({ server, perMessageDeflate: true });
     wss.on("connection", (ws, req) => {
       // Caddy 2.6.2 sends the upstream an unmasked close frame when a config change tears
       // the tunnel down; ws reports that as an error we only need to survive.
