@@ -1,14 +1,23 @@
 /**
- * Create-time benchmark on real QEMU (`npx tsx apps/agent/bench/create.ts`, as root).
- * Sets up its own netns + bridge, builds the minimal image (cached in .data/images),
- * and prints measured numbers only:
- *   - create-to-site-200 p50: restore from golden vs cold boot (ratio)
+ * Create-time benchmark on real QEMU (`npm run bench:create`, as root).
+ * Sets up its own netns + bridge, builds the minimal image (cached in .data/images) and the
+ * code template (cached in .data/template-images), and prints measured numbers only:
+ *   - create → ready-port 200, p50 and p95: restore from golden vs cold boot (ratio), for the
+ *     minimal template (site :8000) and the code template (code-server :8888/healthz)
  *   - 4 concurrent creates vs 4 serial (ratio)
  *   - restore create time with a 0.5 GB vs a 4 GB root image (ratio)
- * Env: BENCH_RUNS (default 5) restores per series, BENCH_COLD_RUNS (default 3) cold boots.
+ * A pool claim is measured end to end through the control plane by `npm run bench:pool`.
+ * Env: BENCH_RUNS (default 5) restores per series, BENCH_COLD_RUNS (default 3) cold boots,
+ * BENCH_CODE=0 leaves the code template out (it needs mmdebstrap and code-server from npm).
  */
+import { findTemplate } from "@doppio/contracts";
+import pino from "pino";
+import { buildImage } from "../src/images/builder.ts";
+import { ImageStore } from "../src/images/store.ts";
+import type { QemuExecutor } from "../src/vmm/qemu/executor.ts";
+import { BUILD_CACHE_DIR, IMAGE_STORE_DIR, imageBuildUnavailable, REPO } from "../test/images/support.ts";
 import { boxSpec, buildMinimalImage } from "../test/qemu/support.ts";
-import { QemuBench, quiet, requireQemuBench } from "./qemu-bench.ts";
+import { percentile, QemuBench, quiet, requireQemuBench } from "./qemu-bench.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const COLD_RUNS = Number(process.env.BENCH_COLD_RUNS ?? 3);
@@ -17,17 +26,33 @@ requireQemuBench("bench:create");
 const bench = new QemuBench("dbxb");
 const { ex } = bench.executor();
 
-/** One create (restore or cold boot) until the site answers 200; returns ms. */
-async function createOnce(
-  mode: "golden" | "cold",
-  template = "minimal",
-): Promise<{ ms: number; slug: string }> {
+type Mode = "golden" | "cold";
+/** A template under test: its executor, and the URL (from the box's address) that says it is up. */
+interface Subject {
+  ex: QemuExecutor;
+  template: string;
+  ready: (ip: string) => string;
+  readyTimeoutMs: number;
+  vcpu?: number;
+  memoryMb?: number;
+}
+const minimal: Subject = {
+  ex,
+  template: "minimal",
+  ready: (ip) => `http://${ip}:8000/`,
+  readyTimeoutMs: 60_000,
+};
+
+/** One create (restore or cold boot) until its ready URL answers 200; returns ms. */
+async function createOnce(mode: Mode, s: Subject = minimal): Promise<{ ms: number; slug: string }> {
   const { slug, ip } = bench.nextBox();
-  const spec = boxSpec(slug, ip, 1, { template });
+  const spec = boxSpec(slug, ip, 1, { template: s.template });
+  if (s.vcpu) spec.vcpu = s.vcpu;
+  if (s.memoryMb) spec.memoryMb = s.memoryMb;
   const t = performance.now();
-  if (mode === "golden") await ex.createFromGolden(spec, quiet);
-  else await ex.createColdBoot(spec, quiet);
-  await bench.siteAnswers(ip);
+  if (mode === "golden") await s.ex.createFromGolden(spec, quiet);
+  else await s.ex.createColdBoot(spec, quiet);
+  await bench.answers(s.ready(ip), s.readyTimeoutMs);
   return { ms: performance.now() - t, slug };
 }
 
@@ -35,12 +60,12 @@ async function removeAll(): Promise<void> {
   for (const { slug } of await ex.list()) await ex.remove(slug, quiet);
 }
 
-async function series(mode: "golden" | "cold", n: number): Promise<number[]> {
+async function series(mode: Mode, n: number, s: Subject = minimal): Promise<number[]> {
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
-    const r = await createOnce(mode);
+    const r = await createOnce(mode, s);
     out.push(r.ms);
-    await ex.remove(r.slug, quiet);
+    await s.ex.remove(r.slug, quiet);
   }
   return out;
 }
@@ -63,7 +88,62 @@ async function golden(name: string, version: string, size: string): Promise<numb
   return performance.now() - t;
 }
 
-const cleanup = () => bench.cleanup([ex]);
+/** Restore from golden and cold boot of one template, side by side. */
+async function restoreVsCold(s: Subject): Promise<void> {
+  const restore = await series("golden", RUNS, s);
+  const cold = await series("cold", COLD_RUNS, s);
+  const line = (what: string, xs: number[]) =>
+    console.log(`${s.template} ${what}: p50 ${fmt(p50(xs))}, p95 ${fmt(percentile(xs, 95))}  [${list(xs)}]`);
+  line("create → ready, restore from golden", restore);
+  line("create → ready, cold boot          ", cold);
+  console.log(`  ${s.template} cold / restore p50 ratio: ${(p50(cold) / p50(restore)).toFixed(2)}x`);
+}
+
+/** The code template: its image (built once, cached by its inputs), its golden, restore vs cold. */
+async function codeTemplate(): Promise<void> {
+  const why = process.env.BENCH_CODE === "0" ? "BENCH_CODE=0" : imageBuildUnavailable();
+  if (why) {
+    console.log(`code template: not measured (${why})`);
+    return;
+  }
+  const t = findTemplate("code")!;
+  const log = pino({ level: "warn" });
+  let at = performance.now();
+  const built = await buildImage(t, quiet, {
+    repoDir: REPO,
+    store: new ImageStore(IMAGE_STORE_DIR),
+    log,
+    env: { DOPPIO_IMAGE_CACHE: BUILD_CACHE_DIR },
+  });
+  console.log(`code image: ${built.cached ? "cached" : `built in ${fmt(performance.now() - at)}`}`);
+  const code = bench.executor({ imagesDir: IMAGE_STORE_DIR, readyTimeoutMs: 300_000 }).ex;
+  executors.push(code);
+  at = performance.now();
+  const g = await code.buildGolden(
+    {
+      name: "code",
+      version: built.version,
+      imageVersion: built.version,
+      readyPorts: t.readyPorts,
+      memoryMb: t.memoryMb,
+      vcpu: t.vcpu,
+    },
+    quiet,
+  );
+  if (g.status !== "ready") throw new Error(`code golden: ${g.status}`);
+  console.log(`golden build (code): ${fmt(performance.now() - at)}`);
+  await restoreVsCold({
+    ex: code,
+    template: "code",
+    ready: (ip) => `http://${ip}:8888/healthz`,
+    readyTimeoutMs: 300_000,
+    vcpu: t.vcpu,
+    memoryMb: t.memoryMb,
+  });
+}
+
+const executors = [ex];
+const cleanup = () => bench.cleanup(executors);
 process.once("SIGINT", () => void cleanup().then(() => process.exit(130)));
 
 try {
@@ -74,11 +154,7 @@ try {
   const g512 = await golden("minimal", "bench-512m", "512M");
   console.log(`golden build (0.5 GB image): ${fmt(g512)}`);
 
-  const restore = await series("golden", RUNS);
-  const cold = await series("cold", COLD_RUNS);
-  console.log(`create-to-site-200 restore from golden: p50 ${fmt(p50(restore))}  [${list(restore)}]`);
-  console.log(`create-to-site-200 cold boot:           p50 ${fmt(p50(cold))}  [${list(cold)}]`);
-  console.log(`  cold / restore p50 ratio: ${(p50(cold) / p50(restore)).toFixed(2)}x`);
+  await restoreVsCold(minimal);
 
   let t = performance.now();
   await Promise.all([0, 1, 2, 3].map(() => createOnce("golden")));
@@ -101,7 +177,7 @@ try {
       ["minimal", small],
       ["minimal-4g", big],
     ] as const) {
-      const r = await createOnce("golden", template);
+      const r = await createOnce("golden", { ...minimal, template });
       out.push(r.ms);
       await ex.remove(r.slug, quiet);
     }
@@ -109,6 +185,8 @@ try {
   console.log(`restore create-to-site-200 with 0.5 GB image: p50 ${fmt(p50(small))}  [${list(small)}]`);
   console.log(`restore create-to-site-200 with 4 GB image:   p50 ${fmt(p50(big))}  [${list(big)}]`);
   console.log(`  4 GB / 0.5 GB p50 ratio: ${(p50(big) / p50(small)).toFixed(2)}x`);
+
+  await codeTemplate();
 } finally {
   await cleanup();
 }

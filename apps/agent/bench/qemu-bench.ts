@@ -71,15 +71,20 @@ export class QemuBench {
   }
 
   /** Resolves once the box's site at `ip` answers 200 (polled every 50 ms, 60 s at most). */
-  async siteAnswers(ip: string): Promise<void> {
-    const deadline = Date.now() + 60_000;
+  siteAnswers(ip: string): Promise<void> {
+    return this.answers(`http://${ip}:8000/`, 60_000);
+  }
+
+  /** Resolves once `url` in the bench's netns answers 200 (polled every 50 ms). */
+  async answers(url: string, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
     for (;;) {
       const { stdout } = await exec("ip", [
         ...["netns", "exec", this.ns.name, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"],
-        ...["--max-time", "2", `http://${ip}:8000/`],
+        ...["--max-time", "2", url],
       ]).catch(() => ({ stdout: "000" }));
       if (stdout.trim() === "200") return;
-      if (Date.now() > deadline) throw new Error(`${ip}:8000 never answered 200`);
+      if (Date.now() > deadline) throw new Error(`${url} never answered 200`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }
