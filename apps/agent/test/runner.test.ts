@@ -94,6 +94,7 @@ describe("job runner: parallel across boxes, in order per box", () => {
       publicWake: false,
       repo: null,
       githubUrl: "https://github.com",
+      gitAuthor: null,
     };
     store.insert({ id, action: "start", box, payload, receivedAt: "t" });
     runner.enqueue(store.get(id)!);

@@ -101,6 +101,9 @@ describe.skipIf(missing.length > 0)("clone the box's repository on first start",
     expect(meta.github_url).toBe(gh.webUrl);
     const job = await cp.admin.get("/api/v1/boxes/cloner");
     expect((job.body as { repo: string | null }).repo).toBe("octo/app-a");
+    // Its commit author: the linked GitHub login; off github.com, the account's own email.
+    const me = (await cp.admin.get("/api/v1/me")).body as { email: string };
+    expect(meta.git_author).toEqual({ name: ghUser.login, email: me.email });
 
     const first = await cloneIn(dir);
     expect(first.out).toContain("doppio: clone: cloned octo/app-a into");

@@ -322,11 +322,14 @@ describe.skipIf(missing.length > 0)("make up, end to end in a browser", () => {
 
       const pushed = await runInTerminal(
         code,
-        "cd demo && git config --global user.name Octo && git config --global user.email octo@example.com && git commit -qam 'Edit the README in VS Code' && git push origin HEAD",
+        "cd demo && git commit -qam 'Edit the README in VS Code' && git push origin HEAD",
         "/workspace/push.log",
       );
       expect(pushed, pushed).toContain("rc=0");
       expect(await git.log("octo/demo")).toEqual(["Edit the README in VS Code", "seed"]);
+      // Nobody configured git in the box: the author is octo's, from the box's metadata (off
+      // github.com, with the account's own email).
+      expect((await git.log("octo/demo", "%an <%ae>"))[0]).toBe("octo <octo@example.com>");
       await code.screenshot({
         path: path.join(SHOTS, `${String(++shot).padStart(2, "0")}-github-pushed.png`),
       });

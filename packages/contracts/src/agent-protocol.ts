@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { BoxEnv } from "./box.ts";
-import { DEFAULT_GITHUB_WEB_URL, GitHubWebUrl, RepoFullName } from "./github.ts";
+import { DEFAULT_GITHUB_WEB_URL, GitAuthor, GitHubWebUrl, RepoFullName } from "./github.ts";
 import { JOB_ACTIONS, type JobAction, JobErrorCode, STEP_NAMES } from "./job.ts";
 
 /** Payload of every box job: everything the agent needs, so it never calls back for intent. */
@@ -28,6 +28,8 @@ export const BoxJobPayload = z.object({
    * it. Checked again here and in the guest: it reaches the guest's shell and gitconfig.
    */
   githubUrl: GitHubWebUrl.default(DEFAULT_GITHUB_WEB_URL),
+  /** The owner's git commit author (name, email), or null: git then asks the user as anywhere. */
+  gitAuthor: GitAuthor.nullable().default(null),
 });
 export type BoxJobPayload = z.infer<typeof BoxJobPayload>;
 

@@ -52,6 +52,21 @@ export const GitHubWebUrl = z.string().superRefine((value, ctx) => {
   if (problem) ctx.addIssue({ code: "custom", message: problem });
 });
 
+/**
+ * Who a box's git commits are by unless its user sets their own (`git config --global`): the
+ * name and email the control plane derives from the owner's account (apps/api/src/services/
+ * git-author.ts). They reach the guest's gitconfig as quoted values, so no quote, backslash,
+ * angle bracket or control character passes (the guest's apply checks again).
+ */
+export const GitAuthor = z.object({
+  name: z.string().regex(/^[^\p{Cc}"\\<>]{1,100}$/u),
+  email: z
+    .string()
+    .max(254)
+    .regex(/^[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63})+$/),
+});
+export type GitAuthor = z.infer<typeof GitAuthor>;
+
 export const GitHubRepo = z.object({
   fullName: z.string(),
   private: z.boolean(),

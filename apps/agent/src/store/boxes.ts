@@ -1,4 +1,4 @@
-import type { BoxEnv } from "@doppio/contracts";
+import type { BoxEnv, GitAuthor } from "@doppio/contracts";
 import type { BoxSecrets } from "../vmm/executor.ts";
 import type { Db } from "./db.ts";
 
@@ -18,6 +18,8 @@ export interface BoxSpec {
   repo?: string | null;
   /** GitHub's web origin for the box's Git credentials and clone (the payload's githubUrl); absent: github.com. */
   githubUrl?: string;
+  /** The owner's git commit author (the payload's gitAuthor); null or absent: none. */
+  gitAuthor?: GitAuthor | null;
   /** Stable for the box's life; replaced on reset (a new clone). */
   secrets: BoxSecrets;
 }

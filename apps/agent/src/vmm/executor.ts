@@ -17,6 +17,8 @@ export interface BoxMetadata {
    * credential helper answers for it alone and doppio-clone clones from it. Absent: github.com.
    */
   github_url?: string;
+  /** The owner's git commit author (contracts' GitAuthor): the guest's system gitconfig `[user]`. */
+  git_author?: { name: string; email: string };
   network: { ip: string; prefix: number; gateway: string; mac: string; dns: string[] };
   /** The agent's metadata service as the guest reaches it (`http://<gateway>:<port>`); "" when off. */
   metadata_url: string;

@@ -143,6 +143,9 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
         const pusher = stack.fake.metadata.get(PUSHER)!;
         expect(pusher.metadata_url).toBe(spec.metadata.metadata_url);
         spec.metadata.secrets.metadata_token = pusher.secrets.metadata_token;
+        // The commit author the control plane put in the box's job (octo's login and email).
+        expect(pusher.git_author?.name).toBe("octo");
+        spec.metadata.git_author = pusher.git_author;
       }
       t0 = performance.now();
       const up = await ex.createFromGolden(spec, new RecordingReporter());
@@ -339,7 +342,7 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
         {
           line: [
             "cd /data/workspace/app-a && { echo 'from the terminal' > terminal.txt && git add terminal.txt",
-            "git -c user.name='Box User' -c user.email=box@example.invalid commit -qm 'edit from the terminal'",
+            "git commit -qm 'edit from the terminal'",
             "git push origin HEAD; } > ../push-a.log 2>&1; echo exit=$? >> ../push-a.log",
           ].join(" && "),
           log: "/data/workspace/push-a.log",
@@ -354,6 +357,9 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
       expect(pushA).toContain("exit=0");
       // The commit is in the bare repository on the host.
       expect(await stack.git.log("octo/app-a")).toEqual(["edit from the terminal", "seed"]);
+      // By the box owner's author from its metadata (the guest's system gitconfig), unasked.
+      const author = boxes[1]!.spec.metadata.git_author!;
+      expect((await stack.git.log("octo/app-a", "%an <%ae>"))[0]).toBe(`${author.name} <${author.email}>`);
       const pushB = await read("/data/workspace/push-b.log");
       expect(pushB).toMatch(/exit=[1-9]/);
       expect(pushB).toContain("403");

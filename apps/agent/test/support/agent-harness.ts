@@ -40,6 +40,7 @@ export function boxPayload(slug: string): BoxJobPayload {
     publicWake: false,
     repo: null,
     githubUrl: "https://github.com",
+    gitAuthor: null,
   };
 }
 

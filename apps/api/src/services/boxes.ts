@@ -23,6 +23,7 @@ import { usableRepos } from "../github/installations.ts";
 import { audit } from "./audit.ts";
 import { type BoxRow, type BoxView, loadBoxView, publishBox, toBox } from "./box-view.ts";
 import { usedByServer } from "./capacity.ts";
+import { loadGitAuthor } from "./git-author.ts";
 import { insertJob, type JobRow } from "./jobs.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
 import { poolsForPlacement } from "./warm-pools.ts";
@@ -57,7 +58,8 @@ export async function findBox(ctx: Ctx, p: Principal, slug: string): Promise<Box
   return row;
 }
 
-function jobPayload(ctx: Ctx, box: BoxRow): BoxJobPayload {
+async function jobPayload(ctx: Ctx, tx: Db, box: BoxRow): Promise<BoxJobPayload> {
+  const githubUrl = ctx.github?.app.webUrl ?? DEFAULT_GITHUB_WEB_URL;
   return {
     slug: box.slug,
     template: box.template,
@@ -70,7 +72,8 @@ function jobPayload(ctx: Ctx, box: BoxRow): BoxJobPayload {
     sitePublic: box.sitePublic,
     publicWake: box.publicWake,
     repo: box.repo,
-    githubUrl: ctx.github?.app.webUrl ?? DEFAULT_GITHUB_WEB_URL,
+    githubUrl,
+    gitAuthor: await loadGitAuthor(tx, box.ownerId, githubUrl),
   };
 }
 
@@ -187,7 +190,7 @@ export async function createBox(
           action: "create",
           boxId: box!.id,
           serverId: placement.server.id,
-          payload: jobPayload(ctx, box!),
+          payload: await jobPayload(ctx, tx, box!),
         });
         await audit(ctx, tx, {
           user: p.userId,
@@ -289,7 +292,7 @@ export async function actOnBox(
         action,
         boxId: box.id,
         serverId: box.serverId!,
-        payload: jobPayload(ctx, updated),
+        payload: await jobPayload(ctx, tx, updated),
       });
       await audit(ctx, tx, {
         ...(actor.user ? { user: actor.user } : {}),

@@ -65,13 +65,13 @@ export class GitHttpServer {
     return dir;
   }
 
-  /** The commit subjects on `main` of a repository here, newest first. */
-  async log(fullName: string): Promise<string[]> {
+  /** The commits on `main` of a repository here, newest first, as `format` (git log's; default the subject). */
+  async log(fullName: string, format = "%s"): Promise<string[]> {
     const { stdout } = await exec("git", [
       "--git-dir",
       path.join(this.root, `${fullName}.git`),
       "log",
-      "--format=%s",
+      `--format=${format}`,
       "main",
     ]);
     return stdout.trim().split("\n");

@@ -30,6 +30,7 @@ export function specFromPayload(p: BoxJobPayload, secrets: BoxSecrets): BoxSpec 
     publicWake: p.publicWake,
     repo: p.repo,
     githubUrl: p.githubUrl,
+    gitAuthor: p.gitAuthor,
     secrets,
   };
 }
@@ -87,6 +88,7 @@ export function vmSpec(deps: HandlerDeps, box: Omit<StoredBox, "updatedAt">, gen
       env: box.spec.env,
       repo: box.spec.repo ?? "",
       github_url: guestGitHubUrl(deps.config, box.spec.githubUrl ?? DEFAULT_GITHUB_WEB_URL, net.gateway),
+      ...(box.spec.gitAuthor ? { git_author: box.spec.gitAuthor } : {}),
       network: { ...net, dns: deps.config.dns },
       metadata_url: metadataUrl(deps.config, net.gateway),
       secrets: { ...box.spec.secrets, metadata_token: metadataToken },
