@@ -236,9 +236,13 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
       expect(await read("/run/doppio/metadata")).toBe(
         `url=${spec.metadata.metadata_url}\ntoken=${s.metadata_token}\ngithub=${guestGitHub}\n`,
       );
-      // /etc/gitconfig includes it: the credential helper for the box's GitHub URL only.
+      // /etc/gitconfig includes it: the credential helper for the box's GitHub URL only, and
+      // the commit author when the metadata names one (code-b's, from the control plane).
+      const author = spec.metadata.git_author;
       expect(await read("/run/doppio/gitconfig")).toBe(
-        `[credential "${guestGitHub}"]\n\thelper = /usr/local/bin/git-credential-doppio\n`,
+        `[credential "${guestGitHub}"]\n\thelper = /usr/local/bin/git-credential-doppio\n${
+          author ? `[user]\n\tname = "${author.name}"\n\temail = ${author.email}\n` : ""
+        }`,
       );
       seen.push(secrets);
     }
