@@ -271,7 +271,8 @@ async function resumeAfterIncoming(
       break;
     }
     if (Date.now() > deadline) throw new QemuError("timeout", "restore did not finish loading");
-    await new Promise((r) => setTimeout(r, 10));
+    // A mapped golden's stream (device state only) loads in a few ms: polled that finely.
+    await new Promise((r) => setTimeout(r, 2));
   }
   report.mark?.("loaded");
   await beforeCont();
