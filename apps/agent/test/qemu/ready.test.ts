@@ -35,7 +35,8 @@ describe("waitReady", () => {
     // A marker split across two writes is one marker; one with other text is none.
     await appendFile(file, "doppio-t ne");
     await appendFile(file, "t\nxdoppio-t fake\ndoppio-t Upper\ndoppio-t disk extra\n");
-    await appendFile(file, "DOPPIO-READY 2\ndoppio-t ports\nDOPPIO-READY 3\n");
+    // Another generation's READY is no end; a marker after this one's READY is not this wait's.
+    await appendFile(file, "DOPPIO-READY 2\ndoppio-t ports\nDOPPIO-READY 3\ndoppio-t clock\n");
     await ready;
     expect(marks).toEqual(["wake", "meta", "net", "ports"]);
   });

@@ -71,8 +71,11 @@ export async function waitReady(
         }
         if (onMark) {
           for (let nl = text.indexOf("\n", lineStart); nl >= 0; nl = text.indexOf("\n", lineStart)) {
-            const m = MARKER.exec(text.slice(lineStart, nl));
+            const line = text.slice(lineStart, nl);
             lineStart = nl + 1;
+            // Markers after READY belong to what the guest does next, not to this wait.
+            if (line.replace(/\r$/, "") === `DOPPIO-READY ${generation}`) return;
+            const m = MARKER.exec(line);
             if (m && marks++ < MAX_MARKS) onMark(m[1]!);
           }
         }
