@@ -16,13 +16,15 @@ const MAX_MARKS = 32;
 /** With an inotify watch on the log, a re-read this often only covers a missed event. */
 const WATCHED_POLL_MS = 50;
 const POLL_MS = 10;
+/** Reads at most this often: a guest writing its console without pause costs the agent no more. */
+const MIN_READ_GAP_MS = 5;
 
 /**
  * Waits until the serial log, read from byte `from`, contains `DOPPIO-READY <generation>`
  * (printed by the guest once its ports answer with the new identity). Fails early when
  * `alive()` says the VMM is gone. The log is re-read when inotify reports a write to it
- * (no polling delay between the guest's line and its detection), and every 50 ms anyway;
- * every 10 ms when it cannot be watched. `onMark` receives the guest's `doppio-t <name>`
+ * (no polling delay between the guest's line and its detection, but at most one read per
+ * 5 ms), and every 50 ms anyway; every 10 ms when it cannot be watched. `onMark` receives the guest's `doppio-t <name>`
  * lines as they arrive (benches time the steps of a restore with them).
  */
 export async function waitReady(
@@ -52,8 +54,12 @@ export async function waitReady(
   } catch {
     watcher = null;
   }
+  let lastRead = 0;
   try {
     for (;;) {
+      const gap = lastRead + MIN_READ_GAP_MS - Date.now();
+      if (gap > 0) await new Promise((r) => setTimeout(r, gap));
+      lastRead = Date.now();
       written = false;
       const size = await fileSize(serialLog);
       if (size < offset) offset = 0; // the agent rotated the log (logs/rotate.ts): read it from its start
