@@ -1,6 +1,7 @@
 /**
  * Streamed vs mapped golden RAM on real QEMU (`npm run bench:memory`, as root), one run,
- * side by side: snapshot size, restore → guest ready, and host memory (RSS and PSS from
+ * side by side: snapshot size, restore → guest ready with its phases (p50 of each, from the
+ * agent's and the guest's progress marks: StepReporter.mark), and host memory (RSS and PSS from
  * /proc/PID/smaps_rollup) of 1 and of N idle clones. A streamed restore copies the whole
  * guest RAM out of the migration stream into the new process; a mapped one maps the
  * golden's RAM file private and loads only device state (src/vmm/qemu/mapped-ram.ts).
