@@ -1,6 +1,7 @@
 /**
  * Streamed vs mapped golden RAM on real QEMU (`npm run bench:memory`, as root), one run,
- * side by side: snapshot size, restore → guest ready, and host memory (RSS and PSS from
+ * side by side: snapshot size, restore → guest ready with its phases (p50 of each, from the
+ * agent's and the guest's progress marks: StepReporter.mark), and host memory (RSS and PSS from
  * /proc/PID/smaps_rollup) of 1 and of N idle clones. A streamed restore copies the whole
  * guest RAM out of the migration stream into the new process; a mapped one maps the
  * golden's RAM file private and loads only device state (src/vmm/qemu/mapped-ram.ts).
@@ -40,15 +41,28 @@ function manifest(mode: Mode): GoldenManifest {
   return JSON.parse(readFileSync(pointer.manifest, "utf8"));
 }
 
-/** One clone; returns its slug and restore → guest ready (the restore_vm and wait_ready steps). */
-async function clone(mode: Mode): Promise<{ slug: string; ms: number }> {
+/**
+ * One clone; returns its slug, restore → guest ready (the restore_vm and wait_ready steps)
+ * and that time's phases: from the start of restore_vm to each mark (StepReporter.mark: the
+ * agent's own, and the guest's console markers as `guest_*`, timed when the agent reads
+ * them) and to READY seen (the end of wait_ready), each phase ending at its mark.
+ */
+async function clone(mode: Mode): Promise<{ slug: string; ms: number; phases: Map<string, number> }> {
   const { slug, ip } = bench.nextBox(`mem-${mode[0]}`);
   const report = new RecordingReporter();
   await executors[mode].createFromGolden(boxSpec(slug, ip), report);
-  const ms = report.steps
-    .filter((s) => s.name === "restore_vm" || s.name === "wait_ready")
-    .reduce((sum, s) => sum + s.ms, 0);
-  return { slug, ms };
+  const steps = report.steps.filter((s) => s.name === "restore_vm" || s.name === "wait_ready");
+  const ms = steps.reduce((sum, s) => sum + s.ms, 0);
+  const start = steps.find((s) => s.name === "restore_vm")?.at ?? 0;
+  const end = steps.find((s) => s.name === "wait_ready")?.end ?? start;
+  const phases = new Map<string, number>();
+  let prev = start;
+  for (const m of [...report.marks.filter((m) => m.at >= start), { event: "ready_seen", at: end }]) {
+    if (phases.has(m.event)) continue;
+    phases.set(m.event, m.at - prev);
+    prev = m.at;
+  }
+  return { slug, ms, phases };
 }
 
 /** RSS and PSS (kB) of the clones' QEMU processes, summed. */
@@ -91,10 +105,12 @@ try {
   }
   // Interleaved, so load drift on the host hits both modes alike.
   const ready: Record<Mode, number[]> = { streamed: [], mapped: [] };
+  const phases: Record<Mode, Map<string, number[]>> = { streamed: new Map(), mapped: new Map() };
   for (let i = 0; i < RUNS; i++) {
     for (const mode of MODES) {
       const c = await clone(mode);
       ready[mode].push(c.ms);
+      for (const [name, ms] of c.phases) phases[mode].set(name, [...(phases[mode].get(name) ?? []), ms]);
       await executors[mode].remove(c.slug, new RecordingReporter());
     }
   }
@@ -133,6 +149,16 @@ try {
   // One line per mode: side by side, the two lists ran together into one.
   for (const mode of MODES)
     console.log(`  all runs, ${mode} (ms)`.padEnd(31) + ready[mode].map((ms) => ms.toFixed(0)).join(", "));
+  // Each phase ends at its mark (launch.ts, ready.ts; the guest's in images/minimal/rootfs).
+  console.log("  restore -> ready phases, p50 (ms), each ending at:");
+  const names = [...new Set(MODES.flatMap((mode) => [...phases[mode].keys()]))];
+  for (const name of names) {
+    const cell = (mode: Mode) => {
+      const xs = phases[mode].get(name);
+      return xs ? `${p50(xs).toFixed(0)} ms` : "-";
+    };
+    row(`    ${name}`, cell("streamed"), cell("mapped"));
+  }
   row("1 idle clone RSS", mb(mem.streamed.one.rss), mb(mem.mapped.one.rss));
   row("1 idle clone PSS", mb(mem.streamed.one.pss), mb(mem.mapped.one.pss));
   row(`${CLONES} idle clones RSS (sum)`, mb(mem.streamed.many.rss), mb(mem.mapped.many.rss));

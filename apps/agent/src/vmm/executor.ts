@@ -100,6 +100,11 @@ export interface StepReporter {
   /** `note`: what the step's value means for the job, kept as the succeeded step's detail. */
   step<T>(name: StepName, fn: () => Promise<T>, note?: (value: T) => string | undefined): Promise<T>;
   log(line: string): void;
+  /**
+   * A point inside a step (e.g. `qemu_up`, `cont`, or a guest marker seen on the console,
+   * `guest_<name>`): benches time the phases of a restore with it; jobs ignore it.
+   */
+  mark?(event: string): void;
 }
 
 /**

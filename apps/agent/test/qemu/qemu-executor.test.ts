@@ -130,8 +130,32 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
       seen.add(String(id.machine_id));
       // The golden snapshot's clock is stale; the clone set its clock from issued_at.
       expect(Math.abs(Number(id.time) - Date.now() / 1000)).toBeLessThan(120);
+      // Its address replaced the golden's (none left beside it), with the default route.
+      expect(String(id.inet).trim()).toBe(`${ip}/16`);
+      expect(String(id.route).trim()).toMatch(/^default via 10\.0\.0\.1 dev eth0\b/);
     }
     expect(seen.size).toBe(3);
+  });
+
+  it("a clone sets its clock from the metadata's issued_at (right after READY)", async () => {
+    const spec = boxSpec("clone-t", "10.0.0.9");
+    // A day ahead: a clock there comes from the metadata, not from the golden's snapshot.
+    const ahead = Date.now() + 86_400_000;
+    spec.metadata.issued_at = ahead;
+    await ex.createFromGolden(spec, new RecordingReporter());
+    try {
+      const clock = () =>
+        Number(/^time=(\d+)$/m.exec(ns.curl("http://10.0.0.9:8000/cgi-bin/identity"))?.[1] ?? 0);
+      // `date` runs just after READY: poll for it, 20 s at most.
+      let time = clock();
+      for (let i = 0; i < 100 && Math.abs(time - ahead / 1000) > 120; i++) {
+        await new Promise((r) => setTimeout(r, 200));
+        time = clock();
+      }
+      expect(Math.abs(time - ahead / 1000)).toBeLessThan(120);
+    } finally {
+      await ex.remove("clone-t", new RecordingReporter());
+    }
   });
 
   /** Another agent's executor on the same data dir (no volume pool of its own). */

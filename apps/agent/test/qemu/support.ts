@@ -84,17 +84,27 @@ export function boxSpec(
 
 /** Records step names and durations; the tests print them as measurements. */
 export class RecordingReporter implements StepReporter {
-  readonly steps: Array<{ name: string; ms: number; ok: boolean }> = [];
+  /** `at`, `end`: performance.now() when the step started and ended. */
+  readonly steps: Array<{ name: string; ms: number; ok: boolean; at: number; end: number }> = [];
+  /** Points inside steps (StepReporter.mark), in order, at performance.now(). */
+  readonly marks: Array<{ event: string; at: number }> = [];
   async step<T>(name: Parameters<StepReporter["step"]>[0], fn: () => Promise<T>): Promise<T> {
-    const t = performance.now();
+    const at = performance.now();
+    const done = (ok: boolean) => {
+      const end = performance.now();
+      this.steps.push({ name, ms: Math.round(end - at), ok, at, end });
+    };
     try {
       const out = await fn();
-      this.steps.push({ name, ms: Math.round(performance.now() - t), ok: true });
+      done(true);
       return out;
     } catch (err) {
-      this.steps.push({ name, ms: Math.round(performance.now() - t), ok: false });
+      done(false);
       throw err;
     }
+  }
+  mark(event: string): void {
+    this.marks.push({ event, at: performance.now() });
   }
   log(): void {}
 }

@@ -179,12 +179,14 @@ export async function launchBox(
       pidFile: paths.pid,
       qmpSocket: paths.qmp,
     });
+    report.mark?.("qemu_up");
     try {
       if (mapped) await startMappedIncoming(launched.qmp, mapped.vmstate);
       if (restore) {
         await resumeAfterIncoming(
           launched.qmp,
           origin.kind === "resume" ? origin.consume : () => announceDataDiskSize(launched.qmp, paths.volume),
+          report,
         );
       }
     } catch (err) {
@@ -195,8 +197,13 @@ export async function launchBox(
   });
   qmp.close();
   await report.step("wait_ready", () =>
-    waitReady(paths.serial, serialFrom, generation, deps.ctx.readyTimeoutMs, () =>
-      isVmProcess(pid, paths.dir),
+    waitReady(
+      paths.serial,
+      serialFrom,
+      generation,
+      deps.ctx.readyTimeoutMs,
+      () => isVmProcess(pid, paths.dir),
+      (mark) => report.mark?.(`guest_${mark}`),
     ),
   );
   delete record.booting;
@@ -249,7 +256,11 @@ async function announceDataDiskSize(qmp: QmpClient, volume: string): Promise<voi
 }
 
 /** After `-incoming` with `-S`: wait for the stream to load, then resume the guest. */
-async function resumeAfterIncoming(qmp: QmpClient, beforeCont?: () => Promise<void>): Promise<void> {
+async function resumeAfterIncoming(
+  qmp: QmpClient,
+  beforeCont: () => Promise<void>,
+  report: StepReporter,
+): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
     const s = await qmp.execute<{ status: string }>("query-status");
@@ -260,10 +271,14 @@ async function resumeAfterIncoming(qmp: QmpClient, beforeCont?: () => Promise<vo
       break;
     }
     if (Date.now() > deadline) throw new QemuError("timeout", "restore did not finish loading");
-    await new Promise((r) => setTimeout(r, 10));
+    // A mapped golden's stream (device state only) loads in a few ms: polled that finely.
+    await new Promise((r) => setTimeout(r, 2));
   }
-  await beforeCont?.();
+  report.mark?.("loaded");
+  await beforeCont();
+  report.mark?.("before_cont");
   await qmp.execute("cont");
+  report.mark?.("cont");
 }
 
 export function upstreamOf(record: BoxRecord): Upstream {

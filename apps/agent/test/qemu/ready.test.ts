@@ -1,0 +1,74 @@
+import { appendFile, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { waitReady } from "../../src/vmm/qemu/ready.ts";
+
+/**
+ * The agent's wait for a guest's READY line (vmm/qemu/ready.ts) against a serial log the
+ * test writes as a guest would: the console is the guest's, so whatever it prints there is
+ * hostile input to the agent.
+ */
+describe("waitReady", () => {
+  let dir: string;
+  let file: string;
+  beforeEach(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "doppio-ready-"));
+    file = path.join(dir, "serial.log");
+    await writeFile(file, "");
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("sees READY written after it started, and passes the guest's progress markers in order", async () => {
+    const marks: string[] = [];
+    const ready = waitReady(
+      file,
+      0,
+      3,
+      10_000,
+      async () => true,
+      (m) => marks.push(m),
+    );
+    await appendFile(file, "doppio-t wake\n[    1.0] kernel line\r\ndoppio-t meta\r\n");
+    // A marker split across two writes is one marker; one with other text is none.
+    await appendFile(file, "doppio-t ne");
+    await appendFile(file, "t\nxdoppio-t fake\ndoppio-t Upper\ndoppio-t disk extra\n");
+    // Another generation's READY is no end; a marker after this one's READY is not this wait's.
+    await appendFile(file, "DOPPIO-READY 2\ndoppio-t ports\nDOPPIO-READY 3\ndoppio-t clock\n");
+    await ready;
+    expect(marks).toEqual(["wake", "meta", "net", "ports"]);
+  });
+
+  it("passes at most 32 markers of a guest that floods them, and still sees its READY", async () => {
+    const marks: string[] = [];
+    const ready = waitReady(
+      file,
+      0,
+      1,
+      10_000,
+      async () => true,
+      (m) => marks.push(m),
+    );
+    for (let i = 0; i < 20; i++) await appendFile(file, "doppio-t flood\n".repeat(500));
+    // A megabyte without a newline: no marker, no match, no growth past the 64 KB window.
+    await appendFile(file, "doppio-t ".repeat(120_000));
+    await appendFile(file, "\nDOPPIO-READY 1\n");
+    await ready;
+    expect(marks).toHaveLength(32);
+    expect(new Set(marks)).toEqual(new Set(["flood"]));
+  });
+
+  it("does not take another generation's READY, nor one written before `from`", async () => {
+    await writeFile(file, "DOPPIO-READY 5\n");
+    const from = "DOPPIO-READY 5\n".length;
+    const ready = waitReady(file, from, 5, 1_500, async () => true);
+    await appendFile(file, "DOPPIO-READY 4\nDOPPIO-READY 55\nDOPPIO-READY 5 \n");
+    await expect(ready).rejects.toThrow(/no DOPPIO-READY 5 within 1500 ms/);
+  });
+
+  it("fails when the VMM is gone, before its timeout", async () => {
+    await expect(waitReady(file, 0, 1, 60_000, async () => false)).rejects.toThrow(/VMM exited/);
+  });
+});
