@@ -96,7 +96,7 @@ export class RecordingReporter implements StepReporter {
       throw err;
     }
   }
-  log(): void {}
+  log(_line: string): void {}
 }
 
 /**

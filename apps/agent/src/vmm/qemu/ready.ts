@@ -1,6 +1,6 @@
 import { open, readFile, stat } from "node:fs/promises";
 import { setTimeout as delay } from "node:timers/promises";
-import { QemuError } from "./errors.ts";
+import { QemuError, VmmExitedError } from "./errors.ts";
 
 export async function fileSize(path: string): Promise<number> {
   return stat(path).then(
@@ -12,7 +12,7 @@ export async function fileSize(path: string): Promise<number> {
 /**
  * Waits until the serial log, read from byte `from`, contains `DOPPIO-READY <generation>`
  * (printed by the guest once its ports answer with the new identity). Fails early when
- * `alive()` says the VMM is gone.
+ * `alive()` says the VMM is gone (VmmExitedError; a timeout with the VMM alive is a plain QemuError).
  */
 export async function waitReady(
   serialLog: string,
@@ -42,7 +42,7 @@ export async function waitReady(
       if (needle.test(text)) return;
     }
     if (++checks % 10 === 0 && !(await alive())) {
-      throw new QemuError("guest_not_ready", `VMM exited before ready; console: ${tail(text)}`);
+      throw new VmmExitedError(`VMM exited before ready; console: ${tail(text)}`);
     }
     if (Date.now() > deadline) {
       throw new QemuError(
