@@ -11,7 +11,7 @@ import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
 import { boxPaths } from "../../src/vmm/qemu/layout.ts";
 import { isVmProcess, readPid } from "../../src/vmm/qemu/process.ts";
 import { readySeen } from "../../src/vmm/qemu/ready.ts";
-import { LAUNCH_ATTEMPTS } from "../../src/vmm/qemu/relaunch.ts";
+import { LAUNCH_ATTEMPTS } from "../../src/vmm/relaunch.ts";
 import { TestNetns } from "../support/netns.ts";
 import {
   boxSpec,

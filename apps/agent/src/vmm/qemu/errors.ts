@@ -30,7 +30,7 @@ export class QemuError extends CodedError<QemuErrorCode> {
 /**
  * The VMM process ended before its guest reported ready: killed (an operator, the OOM
  * killer) or crashed. Unlike a guest that never reports ready while its VMM runs (a broken
- * image), the same launch may succeed again (relaunch.ts).
+ * image), the same launch may succeed again (vmm/relaunch.ts).
  */
 export class VmmExitedError extends QemuError {
   constructor(message: string, opts: { cause?: unknown } = {}) {

@@ -13,6 +13,7 @@ import type {
   Upstream,
   VmSpec,
 } from "../executor.ts";
+import { launchWithRelaunch } from "../relaunch.ts";
 import { detectAccel, hostTscKhz } from "./accel.ts";
 import type { Accel } from "./args.ts";
 import type { QemuContext } from "./context.ts";
@@ -27,7 +28,6 @@ import { isVmProcess, killVm, readPid } from "./process.ts";
 import { QmpClient } from "./qmp.ts";
 import { fileSize, readySeen, waitReady } from "./ready.ts";
 import { type BoxRecord, type GoldenManifest, readJson, writeJson } from "./records.ts";
-import { launchWithRelaunch } from "./relaunch.ts";
 
 export interface QemuExecutorConfig {
   /** Per-box artifacts (`boxes/<slug>/`) and golden builds (`golden/<template>/`). */
@@ -389,6 +389,7 @@ export class QemuExecutor implements Executor {
       slug: spec.slug,
       report,
       log: this.#ctx.log,
+      ...this.#relaunchRules(),
       launch: () => launchBox(this.#launchDeps(), spec, paths, origin, report),
       undo: async () => {
         await this.#kill(paths).catch(() => undefined);
@@ -431,6 +432,7 @@ export class QemuExecutor implements Executor {
         slug: spec.slug,
         report,
         log: this.#ctx.log,
+        ...this.#relaunchRules(),
         launch: async () => {
           saved = await savedMemory(paths);
           const origin: Origin = saved
@@ -504,6 +506,14 @@ export class QemuExecutor implements Executor {
       if (r?.goldenDir) used.add(r.goldenDir);
     }
     return used;
+  }
+
+  /** A launch is tried again when its VMM exited (VmmExitedError), never after a plain timeout. */
+  #relaunchRules() {
+    return {
+      exited: (err: unknown) => err instanceof VmmExitedError,
+      gaveUp: (message: string, last: Error) => new QemuError("guest_not_ready", message, { cause: last }),
+    };
   }
 
   #launchDeps(): LaunchDeps {

@@ -118,7 +118,7 @@ export async function endChecks(
     `${jobs.length} finished`,
   );
   // A full disk must fail what writes to it, with its code; nothing else may fail. A VMM
-  // killed while its guest booted is launched again by that launch (vmm/qemu/relaunch.ts),
+  // killed while its guest booted is launched again by that launch (vmm/relaunch.ts),
   // and a running box's dead VMM is restarted by reconcile: neither fails a job.
   const diskFull = (j: { error_code: string | null; server: string }) =>
     j.error_code === "disk_full" && facts.diskFullHosts.has(j.server);
