@@ -5,6 +5,7 @@ import type { StepName } from "@doppio/contracts";
 import { pino } from "pino";
 import type { BoxMetadata, GuestAddress, HostNetwork, StepReporter, VmSpec } from "../../src/vmm/executor.ts";
 import { type FirecrackerConfig, firecrackerConfig } from "../../src/vmm/firecracker/config.ts";
+import { FirecrackerError } from "../../src/vmm/firecracker/errors.ts";
 import { FirecrackerExecutor, resolveExecName } from "../../src/vmm/firecracker/executor.ts";
 import type { ReadinessProbe } from "../../src/vmm/firecracker/golden.ts";
 import type { SpawnRequest, VmmProcesses } from "../../src/vmm/firecracker/process.ts";
@@ -115,9 +116,19 @@ class RecordingProbe implements ReadinessProbe {
   readonly calls: Array<{ ip: string; ports: number[] }> = [];
   /** While set, probes wait for it (a guest that is not ready yet). */
   hold: Promise<void> | null = null;
-  async waitForPorts(ip: string, ports: number[]): Promise<void> {
+  /** Runs as a wait begins, before the guest could answer (a test kills the VMM there). */
+  onWait: ((ip: string) => Promise<void>) | null = null;
+  async waitForPorts(
+    ip: string,
+    ports: number[],
+    _timeoutMs: number,
+    alive?: () => Promise<boolean>,
+  ): Promise<void> {
     this.calls.push({ ip, ports });
+    await this.onWait?.(ip);
     await this.hold;
+    // As TcpReadinessProbe: a guest whose VMM is gone never answers.
+    if (alive && !(await alive())) throw new FirecrackerError("vmm_exited", `${ip}: the VMM exited`);
   }
 }
 

@@ -25,6 +25,18 @@ describe("TcpReadinessProbe (loopback)", () => {
     await new TcpReadinessProbe(systemClock, 20).waitForPorts("127.0.0.1", [open], 2_000);
   });
 
+  it("stops waiting as soon as the VMM is gone, long before the deadline", async () => {
+    let asked = 0;
+    const alive = async () => ++asked < 3;
+    await expect(
+      new TcpReadinessProbe(systemClock, 20).waitForPorts("127.0.0.1", [closed], 60_000, alive),
+    ).rejects.toMatchObject({
+      code: "vmm_exited",
+      message: expect.stringContaining(`the VMM exited before port(s) ${closed} answered`),
+    });
+    expect(asked).toBe(3);
+  });
+
   it("names the ports still closed at the deadline", async () => {
     await expect(
       new TcpReadinessProbe(systemClock, 20).waitForPorts("127.0.0.1", [open, closed], 200),

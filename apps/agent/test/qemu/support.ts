@@ -106,7 +106,7 @@ export class RecordingReporter implements StepReporter {
   mark(event: string): void {
     this.marks.push({ event, at: performance.now() });
   }
-  log(): void {}
+  log(_line: string): void {}
 }
 
 /**

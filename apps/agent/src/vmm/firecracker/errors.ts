@@ -20,6 +20,10 @@ const FIRECRACKER_ERROR_CODES = [
   "not_running",
   /** The box's saved memory did not load; it is discarded. */
   "resume_failed",
+  /** The VMM process ended before its guest was ready (killed, crashed): a launch may be tried again. */
+  "vmm_exited",
+  /** The VMM exited before the guest was ready in every launch attempt (vmm/relaunch.ts). */
+  "guest_not_ready",
 ] as const;
 export type FirecrackerErrorCode = (typeof FIRECRACKER_ERROR_CODES)[number];
 

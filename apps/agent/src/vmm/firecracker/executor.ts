@@ -12,6 +12,7 @@ import type {
   Upstream,
   VmSpec,
 } from "../executor.ts";
+import { launchWithRelaunch } from "../relaunch.ts";
 import { FirecrackerClient } from "./api-client.ts";
 import { CleanupStack } from "./cleanup.ts";
 import type { FirecrackerConfig } from "./config.ts";
@@ -74,6 +75,8 @@ export class FirecrackerExecutor implements Executor {
   private readonly deps: GoldenDeps;
   private readonly layout: HostLayout;
   private readonly goldenBuilds = new Map<string, Promise<GoldenInfo>>();
+  /** The VMM a setup launched, by its cleanup stack: guarded() asks whether it still runs. */
+  private readonly vmmOf = new WeakMap<CleanupStack, { pid: number; jailId: string }>();
 
   constructor(private readonly d: FirecrackerExecutorDeps) {
     this.layout = new HostLayout(d.cfg.stateDir, d.cfg.chrootBase, d.execName);
@@ -94,7 +97,7 @@ export class FirecrackerExecutor implements Executor {
     const golden = await currentGolden(this.deps, spec.template);
     if (!golden)
       throw new FirecrackerError("golden_missing", `no golden snapshot for template ${spec.template}`);
-    return this.guarded(async (cleanup) => {
+    return this.relaunching(spec, report, async (cleanup) => {
       const rec = await this.newRecord(spec, golden.info.buildId, cleanup);
       await report.step("prepare_disks", async () => {
         await cloneDisk(path.join(golden.dir, "rootfs.ext4"), this.layout.vmFile(spec.slug, "rootfs.ext4"));
@@ -130,7 +133,7 @@ export class FirecrackerExecutor implements Executor {
   async createColdBoot(spec: VmSpec, report: StepReporter): Promise<Upstream> {
     requireTap(spec);
     if ((await this.prepareCreate(spec.slug)) === "exists") return this.start(spec, report);
-    return this.guarded(async (cleanup) => {
+    return this.relaunching(spec, report, async (cleanup) => {
       const rec = await this.newRecord(spec, null, cleanup);
       await report.step("prepare_disks", async () => {
         const image = path.join(this.d.cfg.imagesDir, spec.template, "rootfs.ext4");
@@ -163,8 +166,9 @@ export class FirecrackerExecutor implements Executor {
       await growTo(this.layout.vmFile(spec.slug, "volume.ext4"), spec.diskGb);
       await removeJail(this.deps, rec.jailId);
     });
-    const updated: VmRecord = { ...rec, ip: spec.net.ip, tap: spec.net.tap, pid: null };
-    return this.guarded((cleanup) => this.bootFromDisks(spec, updated, report, cleanup));
+    return this.relaunching(spec, report, (cleanup) =>
+      this.bootFromDisks(spec, { ...rec, ip: spec.net.ip, tap: spec.net.tap, pid: null }, report, cleanup),
+    );
   }
 
   async stop(slug: string, report: StepReporter): Promise<void> {
@@ -426,6 +430,7 @@ export class FirecrackerExecutor implements Executor {
       serialLog: this.layout.vmFile(rec.slug, "serial.log"),
     });
     cleanup.push("stop vmm", () => stopVmm(this.deps, rec.jailId, launched.pid));
+    this.vmmOf.set(cleanup, { pid: launched.pid, jailId: rec.jailId });
     Object.assign(rec, { pid: launched.pid });
     await writeRecord(this.layout.vmFile(rec.slug, "vm.json"), rec);
     return launched;
@@ -473,10 +478,12 @@ export class FirecrackerExecutor implements Executor {
 
   /** The wait_ready step, then the record says the guest is ready (upstream() serves it). */
   private async waitReady(spec: VmSpec, ports: number[], report: StepReporter): Promise<void> {
-    await report.step("wait_ready", () =>
-      this.d.probe.waitForPorts(spec.net.ip, ports, this.d.cfg.readyTimeoutMs),
-    );
     const file = this.layout.vmFile(spec.slug, "vm.json");
+    const vmm = await readRecord(file);
+    const alive = async () => (vmm?.pid ? this.d.processes.isAlive(vmm.pid, vmm.jailId) : true);
+    await report.step("wait_ready", () =>
+      this.d.probe.waitForPorts(spec.net.ip, ports, this.d.cfg.readyTimeoutMs, alive),
+    );
     const rec = await readRecord(file);
     if (rec) await writeRecord(file, { ...rec, ready: true });
   }
@@ -491,7 +498,10 @@ export class FirecrackerExecutor implements Executor {
     });
   }
 
-  /** Runs setup; on failure undoes what was registered, in reverse, and rethrows. */
+  /**
+   * Runs setup; on failure undoes what was registered, in reverse, and rethrows. A failure
+   * after its VMM died (an API call to a killed process) is that VMM's exit: `vmm_exited`.
+   */
   private async guarded<T>(fn: (cleanup: CleanupStack) => Promise<T>): Promise<T> {
     const cleanup = new CleanupStack();
     try {
@@ -499,10 +509,42 @@ export class FirecrackerExecutor implements Executor {
       cleanup.release();
       return out;
     } catch (err) {
+      const vmm = this.vmmOf.get(cleanup);
+      const exited =
+        vmm &&
+        !(err instanceof FirecrackerError && err.code === "vmm_exited") &&
+        !(await this.d.processes.isAlive(vmm.pid, vmm.jailId));
       for (const problem of await cleanup.run())
         this.d.log.warn({ err: problem }, "cleanup after failed action");
+      if (exited) {
+        throw new FirecrackerError(
+          "vmm_exited",
+          `the VMM exited before the guest was ready: ${(err as Error).message}`,
+          {
+            cause: err,
+          },
+        );
+      }
       throw err;
     }
+  }
+
+  /** `guarded`, launched again when its VMM exits before the guest is ready (vmm/relaunch.ts). */
+  private relaunching<T>(
+    spec: VmSpec,
+    report: StepReporter,
+    fn: (cleanup: CleanupStack) => Promise<T>,
+  ): Promise<T> {
+    return launchWithRelaunch({
+      slug: spec.slug,
+      report,
+      log: this.d.log,
+      // Each attempt's own cleanup stack undoes it (guarded).
+      launch: () => this.guarded(fn),
+      undo: async () => undefined,
+      exited: (err) => err instanceof FirecrackerError && err.code === "vmm_exited",
+      gaveUp: (message, last) => new FirecrackerError("guest_not_ready", message, { cause: last }),
+    });
   }
 }
 

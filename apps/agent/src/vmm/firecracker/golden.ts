@@ -39,8 +39,11 @@ export interface GoldenDeps extends LaunchDeps {
 }
 
 export interface ReadinessProbe {
-  /** Resolves once every port accepts connections at `ip`, rejects at the deadline. */
-  waitForPorts(ip: string, ports: number[], timeoutMs: number): Promise<void>;
+  /**
+   * Resolves once every port accepts connections at `ip`, rejects at the deadline, or with
+   * `vmm_exited` as soon as `alive` (when given) says the VMM is gone.
+   */
+  waitForPorts(ip: string, ports: number[], timeoutMs: number, alive?: () => Promise<boolean>): Promise<void>;
 }
 
 /** The build a new clone uses; read once per restore so a concurrent rebuild cannot mix files. */

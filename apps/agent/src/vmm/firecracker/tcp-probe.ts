@@ -23,7 +23,12 @@ export class TcpReadinessProbe implements ReadinessProbe {
     private readonly intervalMs = 250,
   ) {}
 
-  async waitForPorts(ip: string, ports: number[], timeoutMs: number): Promise<void> {
+  async waitForPorts(
+    ip: string,
+    ports: number[],
+    timeoutMs: number,
+    alive?: () => Promise<boolean>,
+  ): Promise<void> {
     const deadline = this.clock.now() + timeoutMs;
     const pending = new Set(ports);
     for (;;) {
@@ -31,6 +36,12 @@ export class TcpReadinessProbe implements ReadinessProbe {
         if (await tryConnect(ip, port, Math.min(2_000, timeoutMs))) pending.delete(port);
       }
       if (pending.size === 0) return;
+      if (alive && !(await alive())) {
+        throw new FirecrackerError(
+          "vmm_exited",
+          `${ip}: the VMM exited before port(s) ${[...pending].join(", ")} answered`,
+        );
+      }
       if (this.clock.now() >= deadline) {
         throw new FirecrackerError(
           "timeout",

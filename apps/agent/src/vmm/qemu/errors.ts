@@ -26,3 +26,14 @@ export type QemuErrorCode = (typeof QEMU_ERROR_CODES)[number];
 export class QemuError extends CodedError<QemuErrorCode> {
   override readonly name = "QemuError";
 }
+
+/**
+ * The VMM process ended before its guest reported ready: killed (an operator, the OOM
+ * killer) or crashed. Unlike a guest that never reports ready while its VMM runs (a broken
+ * image), the same launch may succeed again (vmm/relaunch.ts).
+ */
+export class VmmExitedError extends QemuError {
+  constructor(message: string, opts: { cause?: unknown } = {}) {
+    super("guest_not_ready", message, opts);
+  }
+}

@@ -13,13 +13,14 @@ import type {
   Upstream,
   VmSpec,
 } from "../executor.ts";
+import { launchWithRelaunch } from "../relaunch.ts";
 import { detectAccel, hostTscKhz } from "./accel.ts";
 import type { Accel } from "./args.ts";
 import type { QemuContext } from "./context.ts";
 import { createVolume } from "./disks.ts";
-import { QemuError } from "./errors.ts";
+import { QemuError, VmmExitedError } from "./errors.ts";
 import { buildGoldenSnapshot, currentGolden, pruneGoldenBuilds } from "./golden.ts";
-import { discardSavedMemory, savedMemory, saveMemory } from "./hibernate.ts";
+import { discardSavedMemory, type SavedMemory, savedMemory, saveMemory } from "./hibernate.ts";
 import { type LaunchDeps, launchBox, type Origin, upstreamOf } from "./launch.ts";
 import { type BoxPaths, boxesDir, boxPaths } from "./layout.ts";
 import { writeMetadataFile } from "./metadata.ts";
@@ -287,6 +288,23 @@ export class QemuExecutor implements Executor {
     return out;
   }
 
+  resumeIfIoPaused(slug: string): Promise<boolean> {
+    return this.#locked(slug, async () => {
+      const paths = boxPaths(this.#ctx.dataDir, slug);
+      if ((await this.#state(paths)) !== "running") return false;
+      const qmp = await QmpClient.connect(paths.qmp, 2_000);
+      try {
+        const { status } = await qmp.execute<{ status: string }>("query-status");
+        if (status !== "io-error") return false;
+        await qmp.execute("cont");
+        this.#ctx.log.warn({ slug }, "resumed a VM its VMM had paused on a disk write error");
+        return true;
+      } finally {
+        qmp.close();
+      }
+    });
+  }
+
   async upstream(slug: string): Promise<Upstream | null> {
     const paths = boxPaths(this.#ctx.dataDir, slug);
     if ((await this.#state(paths)) !== "running") return null;
@@ -384,16 +402,20 @@ export class QemuExecutor implements Executor {
       if (!golden) throw new QemuError("golden_missing", `no golden snapshot for template ${spec.template}`);
       origin = { kind: "golden", golden };
     }
-    try {
-      return await launchBox(this.#launchDeps(), spec, paths, origin, report);
-    } catch (err) {
-      await this.#kill(paths).catch(() => undefined);
-      // The record may not exist yet when the failure came before it was written.
-      const tap = (await readJson<BoxRecord>(paths.record))?.tap ?? spec.net.tap;
-      if (tap && this.#network) await this.#network.removeTap(tap).catch(() => undefined);
-      await rm(paths.dir, { recursive: true, force: true });
-      throw err;
-    }
+    return launchWithRelaunch({
+      slug: spec.slug,
+      report,
+      log: this.#ctx.log,
+      ...this.#relaunchRules(),
+      launch: () => launchBox(this.#launchDeps(), spec, paths, origin, report),
+      undo: async () => {
+        await this.#kill(paths).catch(() => undefined);
+        // The record may not exist yet when the failure came before it was written.
+        const tap = (await readJson<BoxRecord>(paths.record))?.tap ?? spec.net.tap;
+        if (tap && this.#network) await this.#network.removeTap(tap).catch(() => undefined);
+        await rm(paths.dir, { recursive: true, force: true });
+      },
+    });
   }
 
   async #start(spec: VmSpec, report: StepReporter): Promise<Upstream> {
@@ -402,20 +424,42 @@ export class QemuExecutor implements Executor {
     const record = await readJson<BoxRecord>(paths.record);
     if (state === "gone" || !record)
       throw new QemuError("not_found", `box ${spec.slug} has no disks to start from`);
-    if (state === "running") {
-      if (record.booting) await this.#finishBoot(paths, record, report);
-      return upstreamOf(record);
-    }
-    await rm(paths.stopped, { force: true });
-    const saved = await savedMemory(paths);
-    const origin: Origin = saved
-      ? { kind: "resume", record, saved, consume: () => discardSavedMemory(paths) }
-      : { kind: "existing", record };
-    try {
-      return await launchBox(this.#launchDeps(), spec, paths, origin, report);
-    } catch (err) {
+    const undo = async () => {
       await this.#kill(paths).catch(() => undefined);
       await this.#removeTap(record).catch(() => undefined);
+    };
+    if (state === "running") {
+      if (!record.booting) return upstreamOf(record);
+      try {
+        await this.#finishBoot(paths, record, report);
+        return upstreamOf(record);
+      } catch (err) {
+        // The earlier launch's VMM died before its guest was ready: this start launches anew.
+        if (!(err instanceof VmmExitedError)) throw err;
+        await undo();
+        report.log(`the VMM exited before the guest was ready (${err.message}); launching it again`);
+      }
+    }
+    await rm(paths.stopped, { force: true });
+    // Each attempt looks again: a resume killed before it consumed the saved memory resumes
+    // again, one killed after boots the disks (which have moved past the saved state).
+    let saved: SavedMemory | null = null;
+    try {
+      return await launchWithRelaunch({
+        slug: spec.slug,
+        report,
+        log: this.#ctx.log,
+        ...this.#relaunchRules(),
+        launch: async () => {
+          saved = await savedMemory(paths);
+          const origin: Origin = saved
+            ? { kind: "resume", record, saved, consume: () => discardSavedMemory(paths) }
+            : { kind: "existing", record };
+          return launchBox(this.#launchDeps(), spec, paths, origin, report);
+        },
+        undo,
+      });
+    } catch (err) {
       if (saved) {
         // A stream QEMU could not load is never tried again: the next start boots the disks.
         await discardSavedMemory(paths).catch(() => undefined);
@@ -479,6 +523,14 @@ export class QemuExecutor implements Executor {
       if (r?.goldenDir) used.add(r.goldenDir);
     }
     return used;
+  }
+
+  /** A launch is tried again when its VMM exited (VmmExitedError), never after a plain timeout. */
+  #relaunchRules() {
+    return {
+      exited: (err: unknown) => err instanceof VmmExitedError,
+      gaveUp: (message: string, last: Error) => new QemuError("guest_not_ready", message, { cause: last }),
+    };
   }
 
   #launchDeps(): LaunchDeps {

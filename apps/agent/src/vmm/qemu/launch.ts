@@ -7,7 +7,7 @@ import type { NetAttachment } from "./args.ts";
 import { DATA_DRIVE_ID, qemuArgs } from "./args.ts";
 import type { QemuContext } from "./context.ts";
 import { prepareDisks } from "./disks.ts";
-import { QemuError } from "./errors.ts";
+import { QemuError, VmmExitedError } from "./errors.ts";
 import { currentGolden } from "./golden.ts";
 import type { SavedMemory } from "./hibernate.ts";
 import { type BoxPaths, imagePaths } from "./layout.ts";
@@ -191,7 +191,11 @@ export async function launchBox(
       }
     } catch (err) {
       launched.qmp.close();
-      throw err;
+      // QMP fails when its VMM is killed mid-restore: that is the VMM's exit, not the restore's.
+      if (await isVmProcess(launched.pid, paths.dir)) throw err;
+      throw new VmmExitedError(`the VMM exited while the VM was loaded: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     return launched;
   });

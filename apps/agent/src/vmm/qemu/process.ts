@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { readFile, rm } from "node:fs/promises";
 import { setTimeout as delay } from "node:timers/promises";
-import { QemuError } from "./errors.ts";
+import { QemuError, VmmExitedError } from "./errors.ts";
 import { QmpClient } from "./qmp.ts";
 
 export interface LaunchOptions {
@@ -28,10 +28,12 @@ export async function launchQemu(o: LaunchOptions): Promise<{ pid: number; qmp: 
     : [o.qemuBinary, o.args];
   const fd = openSync(o.logFile, "a");
   let exitInfo: string | null = null;
+  let killed = false;
   try {
     const child = spawn(file, args, { detached: true, stdio: ["ignore", fd, fd] });
     child.once("exit", (code, signal) => {
       exitInfo = `exit ${code ?? signal}`;
+      killed = signal !== null;
     });
     child.once("error", (err) => {
       exitInfo = err.message;
@@ -44,10 +46,9 @@ export async function launchQemu(o: LaunchOptions): Promise<{ pid: number; qmp: 
   for (;;) {
     if (exitInfo) {
       const log = await readFile(o.logFile, "utf8").catch(() => "");
-      throw new QemuError(
-        "spawn_failed",
-        `qemu ended at start (${exitInfo}): ${log.trim().split("\n").slice(-5).join(" | ")}`,
-      );
+      const message = `qemu ended at start (${exitInfo}): ${log.trim().split("\n").slice(-5).join(" | ")}`;
+      // Ended by a signal (killed) is not a QEMU that refused its arguments.
+      throw killed ? new VmmExitedError(message) : new QemuError("spawn_failed", message);
     }
     const pid = await readPid(o.pidFile);
     if (pid !== null) {

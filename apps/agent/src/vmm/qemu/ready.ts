@@ -1,6 +1,6 @@
 import { type FSWatcher, watch } from "node:fs";
 import { open, readFile, stat } from "node:fs/promises";
-import { QemuError } from "./errors.ts";
+import { QemuError, VmmExitedError } from "./errors.ts";
 
 export async function fileSize(path: string): Promise<number> {
   return stat(path).then(
@@ -22,9 +22,10 @@ const MIN_READ_GAP_MS = 5;
 /**
  * Waits until the serial log, read from byte `from`, contains `DOPPIO-READY <generation>`
  * (printed by the guest once its ports answer with the new identity). Fails early when
- * `alive()` says the VMM is gone. The log is re-read when inotify reports a write to it
- * (no polling delay between the guest's line and its detection, but at most one read per
- * 5 ms), and every 50 ms anyway; every 10 ms when it cannot be watched. `onMark` receives the guest's `doppio-t <name>`
+ * `alive()` says the VMM is gone (VmmExitedError; a timeout with the VMM alive is a plain
+ * QemuError). The log is re-read when inotify reports a write to it (no polling delay between
+ * the guest's line and its detection, but at most one read per 5 ms), and every 50 ms anyway;
+ * every 10 ms when it cannot be watched. `onMark` receives the guest's `doppio-t <name>`
  * lines as they arrive (benches time the steps of a restore with them).
  */
 export async function waitReady(
@@ -89,8 +90,7 @@ export async function waitReady(
       }
       if (Date.now() - lastAliveCheck >= 100) {
         lastAliveCheck = Date.now();
-        if (!(await alive()))
-          throw new QemuError("guest_not_ready", `VMM exited before ready; console: ${tail(text)}`);
+        if (!(await alive())) throw new VmmExitedError(`VMM exited before ready; console: ${tail(text)}`);
       }
       if (Date.now() > deadline) {
         throw new QemuError(

@@ -98,8 +98,10 @@ export function clusterFeatures(netns: boolean, backend: ChaosBackend = "fake") 
   const whyNoCaddy = !netns ? "hosts share one namespace" : findCaddy() ? null : "caddy is not installed";
   const whyNoDisks =
     backend === "qemu"
-      ? "QEMU mode: the executor keeps sparse 10-40 GB volumes formatted ahead for every box size " +
-        "(vmm/qemu/backend.ts), which no small filesystem holds; the fake mode injects full disks"
+      ? "QEMU mode, not yet: a guest paused on the full disk (QEMU's io-error) is resumed by " +
+        "reconcile, but the boxes' serial logs share the filled data dir, so a READY line written " +
+        "while it is full may be lost and its launch fail guest_not_ready at the ready timeout " +
+        "instead of disk_full. The fake mode injects full disks"
       : process.getuid?.() === 0
         ? null
         : "mounting a size-limited tmpfs needs root";

@@ -184,7 +184,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
       if (!victim) return say("skipped kill-vmm (no VM running)");
       facts.killedVmms.add(`${victim.host}/${victim.slug}`);
       process.kill(victim.pid, "SIGKILL");
-      // What the box was doing (a launch in flight fails with guest_not_ready; a running box is restarted).
+      // What the box was doing (a launch in flight launches again; a running box is restarted by reconcile).
       const box = await cluster.user.get(`/api/v1/boxes/${victim.slug}`).catch(() => null);
       return say(
         `kill-vmm (${victim.slug}'s VMM, pid ${victim.pid}, on ${victim.host}; the box was ${box?.body?.status ?? "?"})`,
