@@ -51,8 +51,10 @@ describe("waitReady", () => {
       async () => true,
       (m) => marks.push(m),
     );
-    for (let i = 0; i < 20; i++) await appendFile(file, "doppio-t flood\n".repeat(500));
-    // A megabyte without a newline: no marker, no match, no growth past the 64 KB window.
+    // 2,000 markers (30 KB, inside the 64 KB window however the reads fall), then once they
+    // have been read, a megabyte without a newline: no marker, no match, no growth past the window.
+    await appendFile(file, "doppio-t flood\n".repeat(2_000));
+    await expect.poll(() => marks.length).toBe(32);
     await appendFile(file, "doppio-t ".repeat(120_000));
     await appendFile(file, "\nDOPPIO-READY 1\n");
     await ready;
