@@ -14,10 +14,11 @@ import { findTemplate } from "@doppio/contracts";
 import pino from "pino";
 import { buildImage } from "../src/images/builder.ts";
 import { ImageStore } from "../src/images/store.ts";
+import type { StepReporter } from "../src/vmm/executor.ts";
 import type { QemuExecutor } from "../src/vmm/qemu/executor.ts";
 import { BUILD_CACHE_DIR, IMAGE_STORE_DIR, imageBuildUnavailable, REPO } from "../test/images/support.ts";
-import { boxSpec, buildMinimalImage } from "../test/qemu/support.ts";
-import { percentile, QemuBench, quiet, requireQemuBench } from "./qemu-bench.ts";
+import { boxSpec, buildMinimalImage, RecordingReporter } from "../test/qemu/support.ts";
+import { percentile, QemuBench, quiet, requireQemuBench, restorePhases } from "./qemu-bench.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const COLD_RUNS = Number(process.env.BENCH_COLD_RUNS ?? 3);
@@ -44,14 +45,18 @@ const minimal: Subject = {
 };
 
 /** One create (restore or cold boot) until its ready URL answers 200; returns ms. */
-async function createOnce(mode: Mode, s: Subject = minimal): Promise<{ ms: number; slug: string }> {
+async function createOnce(
+  mode: Mode,
+  s: Subject = minimal,
+  report: StepReporter = quiet,
+): Promise<{ ms: number; slug: string }> {
   const { slug, ip } = bench.nextBox();
   const spec = boxSpec(slug, ip, 1, { template: s.template });
   if (s.vcpu) spec.vcpu = s.vcpu;
   if (s.memoryMb) spec.memoryMb = s.memoryMb;
   const t = performance.now();
-  if (mode === "golden") await s.ex.createFromGolden(spec, quiet);
-  else await s.ex.createColdBoot(spec, quiet);
+  if (mode === "golden") await s.ex.createFromGolden(spec, report);
+  else await s.ex.createColdBoot(spec, report);
   await bench.answers(s.ready(ip), s.readyTimeoutMs);
   return { ms: performance.now() - t, slug };
 }
@@ -60,14 +65,19 @@ async function removeAll(): Promise<void> {
   for (const { slug } of await ex.list()) await ex.remove(slug, quiet);
 }
 
-async function series(mode: Mode, n: number, s: Subject = minimal): Promise<number[]> {
+/** `n` creates one after another: each one's time, and each restore's phases to READY (restorePhases). */
+async function series(mode: Mode, n: number, s: Subject = minimal) {
   const out: number[] = [];
+  const phases = new Map<string, number[]>();
   for (let i = 0; i < n; i++) {
-    const r = await createOnce(mode, s);
+    const report = new RecordingReporter();
+    const r = await createOnce(mode, s, report);
     out.push(r.ms);
+    for (const [name, ms] of restorePhases(report).phases)
+      phases.set(name, [...(phases.get(name) ?? []), ms]);
     await s.ex.remove(r.slug, quiet);
   }
-  return out;
+  return Object.assign(out, { phases });
 }
 
 const p50 = (xs: number[]) => {
@@ -97,6 +107,9 @@ async function restoreVsCold(s: Subject): Promise<void> {
   line("create → ready, restore from golden", restore);
   line("create → ready, cold boot          ", cold);
   console.log(`  ${s.template} cold / restore p50 ratio: ${(p50(cold) / p50(restore)).toFixed(2)}x`);
+  // Each phase ends at its mark: the agent's (launch.ts, ready.ts) and the guest's apply's.
+  const phases = [...restore.phases].map(([name, xs]) => `${name} ${p50(xs).toFixed(0)}`);
+  console.log(`  ${s.template} restore → READY phases, p50 ms, each ending at: ${phases.join(", ")}`);
 }
 
 /** The code template: its image (built once, cached by its inputs), its golden, restore vs cold. */

@@ -16,7 +16,7 @@ import { boxPaths } from "../src/vmm/qemu/layout.ts";
 import { readPid } from "../src/vmm/qemu/process.ts";
 import type { GoldenManifest } from "../src/vmm/qemu/records.ts";
 import { boxSpec, buildMinimalImage, RecordingReporter } from "../test/qemu/support.ts";
-import { QemuBench, requireQemuBench } from "./qemu-bench.ts";
+import { QemuBench, requireQemuBench, restorePhases } from "./qemu-bench.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const CLONES = Number(process.env.BENCH_CLONES ?? 8);
@@ -41,28 +41,12 @@ function manifest(mode: Mode): GoldenManifest {
   return JSON.parse(readFileSync(pointer.manifest, "utf8"));
 }
 
-/**
- * One clone; returns its slug, restore → guest ready (the restore_vm and wait_ready steps)
- * and that time's phases: from the start of restore_vm to each mark (StepReporter.mark: the
- * agent's own, and the guest's console markers as `guest_*`, timed when the agent reads
- * them) and to READY seen (the end of wait_ready), each phase ending at its mark.
- */
+/** One clone; returns its slug, restore → guest ready and that time's phases (restorePhases). */
 async function clone(mode: Mode): Promise<{ slug: string; ms: number; phases: Map<string, number> }> {
   const { slug, ip } = bench.nextBox(`mem-${mode[0]}`);
   const report = new RecordingReporter();
   await executors[mode].createFromGolden(boxSpec(slug, ip), report);
-  const steps = report.steps.filter((s) => s.name === "restore_vm" || s.name === "wait_ready");
-  const ms = steps.reduce((sum, s) => sum + s.ms, 0);
-  const start = steps.find((s) => s.name === "restore_vm")?.at ?? 0;
-  const end = steps.find((s) => s.name === "wait_ready")?.end ?? start;
-  const phases = new Map<string, number>();
-  let prev = start;
-  for (const m of [...report.marks.filter((m) => m.at >= start), { event: "ready_seen", at: end }]) {
-    if (phases.has(m.event)) continue;
-    phases.set(m.event, m.at - prev);
-    prev = m.at;
-  }
-  return { slug, ms, phases };
+  return { slug, ...restorePhases(report) };
 }
 
 /** RSS and PSS (kB) of the clones' QEMU processes, summed. */

@@ -12,7 +12,13 @@ import { LinuxHostNetwork } from "../src/net/host-network.ts";
 import { numToIp } from "../src/net/ipv4.ts";
 import type { StepReporter } from "../src/vmm/executor.ts";
 import { QemuExecutor, type QemuExecutorConfig } from "../src/vmm/qemu/executor.ts";
-import { GOLDEN_NET, IMAGES_DIR, qemuUnavailable, REPO } from "../test/qemu/support.ts";
+import {
+  GOLDEN_NET,
+  IMAGES_DIR,
+  qemuUnavailable,
+  REPO,
+  type RecordingReporter,
+} from "../test/qemu/support.ts";
 import { netnsUnavailable, TestNetns } from "../test/support/netns.ts";
 
 const exec = promisify(execFile);
@@ -32,6 +38,27 @@ export function requireQemuBench(name: string): void {
 export function percentile(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
+}
+
+/**
+ * A restore's time to READY (its restore_vm and wait_ready steps) and that time's phases:
+ * from the start of restore_vm to each mark (StepReporter.mark: the agent's own, and the
+ * guest's console markers as `guest_*`, timed when the agent reads them) and to READY seen
+ * (the end of wait_ready), each phase ending at its mark.
+ */
+export function restorePhases(report: RecordingReporter): { ms: number; phases: Map<string, number> } {
+  const steps = report.steps.filter((s) => s.name === "restore_vm" || s.name === "wait_ready");
+  const ms = steps.reduce((sum, s) => sum + s.ms, 0);
+  const start = steps.find((s) => s.name === "restore_vm")?.at ?? 0;
+  const end = steps.find((s) => s.name === "wait_ready")?.end ?? start;
+  const phases = new Map<string, number>();
+  let prev = start;
+  for (const m of [...report.marks.filter((m) => m.at >= start), { event: "ready_seen", at: end }]) {
+    if (phases.has(m.event)) continue;
+    phases.set(m.event, m.at - prev);
+    prev = m.at;
+  }
+  return { ms, phases };
 }
 
 export class QemuBench {
