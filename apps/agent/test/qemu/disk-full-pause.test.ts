@@ -13,6 +13,7 @@ import {
   minimalGoldenExecutor,
   qemuUnavailable,
   RecordingReporter,
+  removeAllAndClose,
 } from "./support.ts";
 
 const missing = qemuUnavailable() ?? smallFsUnavailable();
@@ -60,11 +61,7 @@ describe.skipIf(missing !== null)("a QEMU guest paused on a full disk", { timeou
   }, 300_000);
 
   afterAll(async () => {
-    if (ex) {
-      for (const { slug } of await ex.list())
-        await ex.remove(slug, new RecordingReporter()).catch(() => undefined);
-      await ex.close();
-    }
+    await removeAllAndClose(ex);
     ns?.destroy();
     if (fs) {
       fs.free();

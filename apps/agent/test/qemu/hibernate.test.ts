@@ -20,6 +20,7 @@ import {
   minimalGoldenExecutor,
   qemuUnavailable,
   RecordingReporter,
+  removeAllAndClose,
 } from "./support.ts";
 
 const missing = qemuUnavailable();
@@ -74,10 +75,7 @@ describe.skipIf(missing !== null)("hibernate and resume on real QEMU", { timeout
 
   afterAll(async () => {
     console.log("QEMU hibernate timings (ms):", JSON.stringify(timings));
-    if (ex) {
-      for (const { slug } of await ex.list())
-        await ex.remove(slug, new RecordingReporter()).catch(() => undefined);
-    }
+    await removeAllAndClose(ex);
     ns?.destroy();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });

@@ -18,6 +18,7 @@ import {
   qemuUnavailable,
   REPO,
   RecordingReporter,
+  removeAllAndClose,
 } from "./support.ts";
 
 const missing = qemuUnavailable();
@@ -78,11 +79,7 @@ describe.skipIf(missing !== null)("mapped-RAM restores on real QEMU", { timeout:
   }, 240_000);
 
   afterAll(async () => {
-    if (ex) {
-      for (const { slug } of await ex.list())
-        await ex.remove(slug, new RecordingReporter()).catch(() => undefined);
-      await ex.close();
-    }
+    await removeAllAndClose(ex);
     ns?.destroy();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });

@@ -17,6 +17,7 @@ import {
   qemuUnavailable,
   REPO,
   RecordingReporter,
+  removeAllAndClose,
 } from "./support.ts";
 
 const missing = qemuUnavailable();
@@ -69,12 +70,7 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
 
   afterAll(async () => {
     console.log("QEMU test timings (ms):", JSON.stringify(timings));
-    if (ex) {
-      for (const { slug } of await ex.list())
-        await ex.remove(slug, new RecordingReporter()).catch(() => undefined);
-      // Volume pool refills still in flight must end before their directory goes.
-      await ex.close();
-    }
+    await removeAllAndClose(ex);
     ns?.destroy();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });

@@ -144,3 +144,14 @@ export async function minimalGoldenExecutor(o: {
   if (info.status !== "ready") throw new Error(`golden build failed: ${info.error ?? info.status}`);
   return ex;
 }
+
+/**
+ * Removes every box of `ex` (best effort) and closes it, so volume-pool refills still in
+ * flight end before the test removes their data dir: the end of a file's QEMU fixture.
+ */
+export async function removeAllAndClose(ex: QemuExecutor | undefined): Promise<void> {
+  if (!ex) return;
+  for (const { slug } of await ex.list())
+    await ex.remove(slug, new RecordingReporter()).catch(() => undefined);
+  await ex.close();
+}

@@ -21,6 +21,7 @@ import {
   minimalGoldenExecutor,
   qemuUnavailable,
   RecordingReporter,
+  removeAllAndClose,
 } from "./support.ts";
 
 const missing = qemuUnavailable();
@@ -105,11 +106,7 @@ describe.skipIf(missing !== null)(
     }, 300_000);
 
     afterAll(async () => {
-      if (ex) {
-        for (const { slug } of await ex.list())
-          await ex.remove(slug, new RecordingReporter()).catch(() => undefined);
-        await ex.close();
-      }
+      await removeAllAndClose(ex);
       ns?.destroy();
       if (dataDir) rmSync(dataDir, { recursive: true, force: true });
     });
