@@ -98,10 +98,9 @@ export function clusterFeatures(netns: boolean, backend: ChaosBackend = "fake") 
   const whyNoCaddy = !netns ? "hosts share one namespace" : findCaddy() ? null : "caddy is not installed";
   const whyNoDisks =
     backend === "qemu"
-      ? "QEMU mode, not yet: a guest paused on the full disk (QEMU's io-error) is resumed by " +
-        "reconcile, but the boxes' serial logs share the filled data dir, so a READY line written " +
-        "while it is full may be lost and its launch fail guest_not_ready at the ready timeout " +
-        "instead of disk_full. The fake mode injects full disks"
+      ? "QEMU mode: a guest whose disk write meets ENOSPC is paused by QEMU (status io-error, its " +
+        "default werror=enospc) and stays paused once the disk is freed; the agent does not resume " +
+        "such a VM yet, so nothing would recover. The fake mode injects full disks"
       : process.getuid?.() === 0
         ? null
         : "mounting a size-limited tmpfs needs root";
