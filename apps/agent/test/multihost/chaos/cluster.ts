@@ -98,9 +98,8 @@ export function clusterFeatures(netns: boolean, backend: ChaosBackend = "fake") 
   const whyNoCaddy = !netns ? "hosts share one namespace" : findCaddy() ? null : "caddy is not installed";
   const whyNoDisks =
     backend === "qemu"
-      ? "QEMU mode: a guest whose disk write meets ENOSPC is paused by QEMU (status io-error, its " +
-        "default werror=enospc) and stays paused once the disk is freed; the agent does not resume " +
-        "such a VM yet, so nothing would recover. The fake mode injects full disks"
+      ? "QEMU mode: the executor keeps sparse 10-40 GB volumes formatted ahead for every box size " +
+        "(vmm/qemu/backend.ts), which no small filesystem holds; the fake mode injects full disks"
       : process.getuid?.() === 0
         ? null
         : "mounting a size-limited tmpfs needs root";
