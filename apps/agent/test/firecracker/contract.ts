@@ -215,3 +215,17 @@ function visitObjects(node: unknown, fn: (s: Record<string, unknown>) => void): 
     }
   }
 }
+
+/**
+ * Why the Firecracker contract tests cannot run here (printed, so a skip is never silent), or
+ * null: the API description missing, or not root (jail files are chowned to per-VM uids).
+ */
+export function contractSkipReason(loaded: ReturnType<typeof loadDescription>, what: string): string | null {
+  const reason = !("doc" in loaded)
+    ? loaded.missing
+    : process.getuid?.() !== 0
+      ? "needs root (jail files are chowned to per-VM uids)"
+      : null;
+  if (reason) console.warn(`SKIPPING ${what}: ${reason}`);
+  return reason;
+}

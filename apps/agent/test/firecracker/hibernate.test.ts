@@ -2,18 +2,12 @@ import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HostLayout } from "../../src/vmm/firecracker/layout.ts";
-import { ContractValidator, loadDescription } from "./contract.ts";
+import { ContractValidator, contractSkipReason, loadDescription } from "./contract.ts";
 import type { RecordedRequest } from "./fake-firecracker.ts";
 import { makeRig, RecordingReporter, type Rig, TEMPLATE, vmSpec } from "./harness.ts";
 
 const loaded = loadDescription();
-const isRoot = process.getuid?.() === 0;
-const skipReason = !("doc" in loaded)
-  ? loaded.missing
-  : !isRoot
-    ? "needs root (jail files are chowned to per-VM uids)"
-    : null;
-if (skipReason) console.warn(`SKIPPING Firecracker hibernate contract tests: ${skipReason}`);
+const skipReason = contractSkipReason(loaded, "Firecracker hibernate contract tests");
 
 // Hibernate = pause + full snapshot into the jail + kill + commit to the box's dir; resume =
 // snapshot load of that snapshot with the box's TAP, fresh MMDS, resume. Every request is

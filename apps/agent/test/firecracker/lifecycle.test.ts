@@ -14,17 +14,11 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { FirecrackerError } from "../../src/vmm/firecracker/errors.ts";
 import { jailerArgs } from "../../src/vmm/firecracker/jailer.ts";
 import { HostLayout } from "../../src/vmm/firecracker/layout.ts";
-import { ContractValidator, loadDescription } from "./contract.ts";
+import { ContractValidator, contractSkipReason, loadDescription } from "./contract.ts";
 import { makeRig, RecordingReporter, type Rig, TEMPLATE, vmSpec } from "./harness.ts";
 
 const loaded = loadDescription();
-const isRoot = process.getuid?.() === 0;
-const skipReason = !("doc" in loaded)
-  ? loaded.missing
-  : !isRoot
-    ? "needs root (jail files are chowned to per-VM uids)"
-    : null;
-if (skipReason) console.warn(`SKIPPING Firecracker lifecycle contract tests: ${skipReason}`);
+const skipReason = contractSkipReason(loaded, "Firecracker lifecycle contract tests");
 
 const COLD_BOOT = [
   "PUT /logger",

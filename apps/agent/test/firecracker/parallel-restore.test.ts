@@ -3,18 +3,12 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { jailerArgs } from "../../src/vmm/firecracker/jailer.ts";
 import { HostLayout } from "../../src/vmm/firecracker/layout.ts";
-import { ContractValidator, loadDescription } from "./contract.ts";
+import { ContractValidator, contractSkipReason, loadDescription } from "./contract.ts";
 import type { RecordedRequest } from "./fake-firecracker.ts";
 import { makeRig, RecordingReporter, type Rig, TEMPLATE, vmSpec } from "./harness.ts";
 
 const loaded = loadDescription();
-const isRoot = process.getuid?.() === 0;
-const skipReason = !("doc" in loaded)
-  ? loaded.missing
-  : !isRoot
-    ? "needs root (jail files are chowned to per-VM uids)"
-    : null;
-if (skipReason) console.warn(`SKIPPING Firecracker parallel restore test: ${skipReason}`);
+const skipReason = contractSkipReason(loaded, "Firecracker parallel restore test");
 
 /**
  * Holds every PUT /snapshot/load until `n` of them are in flight at once. If restores

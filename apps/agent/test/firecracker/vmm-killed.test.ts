@@ -2,17 +2,11 @@ import { existsSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HostLayout } from "../../src/vmm/firecracker/layout.ts";
 import { LAUNCH_ATTEMPTS } from "../../src/vmm/relaunch.ts";
-import { ContractValidator, loadDescription } from "./contract.ts";
+import { ContractValidator, contractSkipReason, loadDescription } from "./contract.ts";
 import { makeRig, RecordingReporter, type Rig, TEMPLATE, vmSpec } from "./harness.ts";
 
 const loaded = loadDescription();
-const isRoot = process.getuid?.() === 0;
-const skipReason = !("doc" in loaded)
-  ? loaded.missing
-  : !isRoot
-    ? "needs root (jail files are chowned to per-VM uids)"
-    : null;
-if (skipReason) console.warn(`SKIPPING Firecracker VMM-kill tests: ${skipReason}`);
+const skipReason = contractSkipReason(loaded, "Firecracker VMM-kill tests");
 
 /**
  * The Firecracker executor when a box's VMM dies before its guest answers its ready ports
