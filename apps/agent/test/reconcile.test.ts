@@ -43,6 +43,18 @@ describe("reconcile", () => {
     expect(await a.agent.reconciler.reconcileOnce()).toEqual([]);
   });
 
+  it("lets a guest its VMM paused on a disk write error run again", async () => {
+    a.fake.pauseOnIoError("phoenix");
+    expect(await a.agent.reconciler.reconcileOnce()).toEqual([
+      { kind: "resumed_io_paused", slug: "phoenix" },
+    ]);
+    expect(await a.agent.reconciler.reconcileOnce()).toEqual([]);
+    // A stopped box is nobody's to resume.
+    a.fake.pauseOnIoError("resting");
+    expect(await a.agent.reconciler.reconcileOnce()).toEqual([]);
+    expect(await a.fake.resumeIfIoPaused("resting")).toBe(true);
+  });
+
   it("removes VMs, TAPs and addresses that belong to no box", async () => {
     a.fake.plantOrphan("ghost", "10.0.0.200");
     a.fake.plantTap("dbx0a0000c8");

@@ -11,6 +11,7 @@ import { BackgroundLoop } from "./background-loop.ts";
 export type ReconcileAction =
   | { kind: "restarted"; slug: string }
   | { kind: "route_restored"; slug: string }
+  | { kind: "resumed_io_paused"; slug: string }
   | { kind: "removed_vm"; slug: string }
   | { kind: "freed_ip"; slug: string; ip: string }
   | { kind: "removed_tap"; tap: string }
@@ -54,7 +55,8 @@ export interface ReconcileDeps {
 }
 
 /**
- * Steers the host toward the recorded intent: boxes that should run are running and routed;
+ * Steers the host toward the recorded intent: boxes that should run are running (a guest
+ * paused on a disk write error runs again) and routed;
  * VMs, addresses and TAPs that belong to no box go away; Caddy carries our config. Each
  * correction is one small idempotent action, and per-box work joins the box's job queue.
  */
@@ -117,6 +119,15 @@ export class Reconciler extends BackgroundLoop {
           const current = h.boxes.get(box.slug);
           if (!current) return null;
           const state = await h.executor.inspect(box.slug);
+          // A guest paused on a full disk stays paused after the disk is freed (QEMU).
+          if (
+            current.desiredState === "running" &&
+            state === "running" &&
+            (await h.executor.resumeIfIoPaused?.(box.slug))
+          ) {
+            this.d.log.warn({ slug: box.slug }, "box was paused on a disk write error; resumed it");
+            return { kind: "resumed_io_paused", slug: box.slug };
+          }
           const route = h.routes.get(box.slug);
           switch (boxCorrection(current.desiredState, state, route?.state)) {
             case "start": {

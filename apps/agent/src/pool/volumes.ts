@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { mkdir, readdir, rename, rm } from "node:fs/promises";
+import { readdir, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
+import { makeDirs } from "../make-dirs.ts";
 
 /** Makes a fresh formatted volume of `gb` GiB at `path` (disks.ts createVolume). */
 type FormatVolume = (path: string, gb: number) => Promise<void>;
@@ -52,7 +53,7 @@ export class VolumePool {
   }
 
   async #start(sizesGb: readonly number[]): Promise<void> {
-    await mkdir(this.#o.dir, { recursive: true });
+    await makeDirs(this.#o.dir);
     for (const name of await readdir(this.#o.dir)) {
       const m = READY.exec(name);
       if (m) this.#list(Number(m[1])).push(name);

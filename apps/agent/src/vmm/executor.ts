@@ -161,6 +161,13 @@ export interface Executor {
   serialLogPath(slug: string): string | null;
   /** Every box with artifacts on this host. */
   list(): Promise<Array<{ slug: string; state: VmState }>>;
+  /**
+   * Lets the box's guest run again if its VMM paused it on a disk write error: QEMU pauses a
+   * guest whose write met ENOSPC (its default `werror=enospc`) and keeps it paused after
+   * space is freed. True if it was paused so and now runs; a write that still finds no space
+   * pauses it again. Absent: the backend never pauses a guest on its own.
+   */
+  resumeIfIoPaused?(slug: string): Promise<boolean>;
   /** Upstream of a running box (after an agent restart), or null if not running. */
   upstream(slug: string): Promise<Upstream | null>;
   buildGolden(template: TemplateSpec, report: StepReporter): Promise<GoldenInfo>;

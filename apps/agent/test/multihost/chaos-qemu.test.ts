@@ -10,8 +10,8 @@ if (why) console.warn(`SKIPPING the chaos run on QEMU: ${why}`);
  * The chaos run on real QEMU guests (`npm run chaos -- --backend qemu` for long runs): the
  * agent program (src/main.ts) on two hosts in their own namespaces, each with its bridge,
  * TAPs and firewall and a golden snapshot built through the control plane; kill -9 of an
- * agent, a replica, a guest's qemu-system process and Caddy, a cut link and a PostgreSQL
- * crash; then every end check, read from the hosts themselves (qemu-facts.ts).
+ * agent, a replica, a guest's qemu-system process and Caddy, a cut link, a PostgreSQL
+ * crash and a host's data dir filled up (an ext4 of its own); then every end check, read from the hosts themselves (qemu-facts.ts).
  */
 describe.skipIf(why !== null)("chaos on QEMU guests (small, fixed seed)", () => {
   it("loses no job, applies none twice, converges, leaks no VM, TAP, firewall entry or route", async () => {
@@ -24,10 +24,21 @@ describe.skipIf(why !== null)("chaos on QEMU guests (small, fixed seed)", () => 
       log: (l) => lines.push(l),
     });
     console.log(lines.join("\n"));
-    const kinds = ["kill-agent", "kill-replica", "kill-vmm", "cut-network", "kill-caddy", "restart-postgres"];
+    const kinds = [
+      "kill-agent",
+      "kill-replica",
+      "kill-vmm",
+      "cut-network",
+      "kill-caddy",
+      "restart-postgres",
+      "disk-full",
+    ];
     expect(summary.plan.map((p) => p.kind)).toEqual(expect.arrayContaining(kinds));
-    expect(summary.plan.map((p) => p.kind)).not.toContain("disk-full");
     expect(summary.injected.length).toBe(summary.plan.length);
+    // A guest's write met the full disk: its QEMU paused it (the end checks want it running again).
+    expect(lines.join("\n")).toMatch(
+      /disk-full #\d+: \S+'s guest wrote \d+ bytes: no answer; its VM is io-error/,
+    );
     // A real qemu-system process of a running box was killed (not skipped for want of one).
     expect(summary.injected.join("\n")).toMatch(/kill-vmm \(\S+'s VMM, pid \d+/);
     expect(summary.checks.map((c) => c.name)).toEqual(

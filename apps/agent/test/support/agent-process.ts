@@ -28,15 +28,16 @@ export class AgentProcess {
     readonly netns?: string,
   ) {}
 
+  /** Writes `config` to `dir`/agent.yaml; the process's output goes to `dir`/agent.log. */
   static async prepare(
-    dataDir: string,
+    dir: string,
     config: Record<string, unknown>,
     fake: FakeExecutorOptions | null,
     netns?: string,
   ): Promise<AgentProcess> {
-    const configFile = path.join(dataDir, "agent.yaml");
+    const configFile = path.join(dir, "agent.yaml");
     await writeFile(configFile, stringify(config));
-    return new AgentProcess(configFile, path.join(dataDir, "agent.log"), fake, netns);
+    return new AgentProcess(configFile, path.join(dir, "agent.log"), fake, netns);
   }
 
   get pid(): number | undefined {

@@ -104,6 +104,18 @@ export class FakeExecutor implements Executor, HostNetwork {
     this.#save();
   }
 
+  /** Running boxes whose VMM paused the guest on a disk write error (QEMU's werror=enospc). */
+  readonly #ioPaused = new Set<string>();
+
+  /** Simulates a guest paused on a full disk: it stays so until resumeIfIoPaused. */
+  pauseOnIoError(slug: string): void {
+    this.#ioPaused.add(slug);
+  }
+
+  async resumeIfIoPaused(slug: string): Promise<boolean> {
+    return this.#ioPaused.delete(slug);
+  }
+
   /** Simulates a VMM that died (crash, OOM kill): disks stay, the process is gone. */
   kill(slug: string): void {
     const vm = this.#host.vms[slug];

@@ -1,29 +1,52 @@
 import { execFileSync } from "node:child_process";
-import { closeSync, mkdirSync, openSync, rmSync, writeSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, rmSync, truncateSync, writeSync } from "node:fs";
 import path from "node:path";
 
-/** Why a size-limited filesystem cannot be mounted here (tmpfs needs root), or null. */
+/** Why a size-limited filesystem cannot be mounted here (it needs root), or null. */
 export function smallFsUnavailable(): string | null {
-  return process.getuid?.() === 0 ? null : "mounting a size-limited tmpfs needs root";
+  return process.getuid?.() === 0 ? null : "mounting a size-limited filesystem needs root";
 }
 
 /**
- * A size-limited tmpfs mounted on a test's directory: a host's data dir that can really be
- * filled up (ENOSPC), then freed. Unmounted by `unmount()`; nothing outside `dir` is touched.
+ * `tmpfs`: in RAM, for files the test writes. `ext4`: a loop-mounted image beside the
+ * directory, for a data dir that QEMU guests run from. A clone maps its golden's memory file
+ * (vmm/qemu/golden.ts); on tmpfs, a guest's first read of a page the golden never touched
+ * allocates that page in the file, so a full tmpfs kills QEMU with SIGBUS, which a disk
+ * filesystem, like a real host's, never does.
+ */
+export type SmallFsKind = "tmpfs" | "ext4";
+
+const sh = (file: string, args: string[]) => execFileSync(file, args, { stdio: "pipe" });
+
+/**
+ * A size-limited filesystem mounted on a test's directory: a host's data dir that can
+ * really be filled up (ENOSPC), then freed. Unmounted by `unmount()`; nothing outside `dir`
+ * (and, for ext4, its image `dir.ext4`) is touched.
  */
 export class SmallFs {
   readonly #filler: string;
 
-  private constructor(readonly dir: string) {
+  private constructor(
+    readonly dir: string,
+    readonly image: string | null,
+  ) {
     this.#filler = path.join(dir, ".filler");
   }
 
-  static mount(dir: string, sizeBytes: number): SmallFs {
+  static mount(dir: string, sizeBytes: number, kind: SmallFsKind = "tmpfs"): SmallFs {
     mkdirSync(dir, { recursive: true });
-    execFileSync("mount", ["-t", "tmpfs", "-o", `size=${sizeBytes},mode=0755`, "tmpfs", dir], {
-      stdio: "pipe",
-    });
-    return new SmallFs(dir);
+    if (kind === "tmpfs") {
+      sh("mount", ["-t", "tmpfs", "-o", `size=${sizeBytes},mode=0755`, "tmpfs", dir]);
+      return new SmallFs(dir, null);
+    }
+    const image = `${dir}.ext4`;
+    // Sparse, no blocks reserved for root (the agent and QEMU run as root), lazily initialised.
+    closeSync(openSync(image, "w"));
+    truncateSync(image, sizeBytes);
+    sh("mkfs.ext4", ["-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", image]);
+    // A loop device set up by mount is detached again by its umount (autoclear).
+    sh("mount", ["-o", "loop", image, dir]);
+    return new SmallFs(dir, image);
   }
 
   /** Writes one file until the filesystem says ENOSPC; returns the bytes it took. */
@@ -55,6 +78,7 @@ export class SmallFs {
   }
 
   unmount(): void {
-    execFileSync("umount", [this.dir], { stdio: "pipe" });
+    sh("umount", [this.dir]);
+    if (this.image) rmSync(this.image, { force: true });
   }
 }

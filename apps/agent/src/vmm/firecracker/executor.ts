@@ -1,8 +1,9 @@
 import { existsSync } from "node:fs";
-import { mkdir, readdir, realpath, rm } from "node:fs/promises";
+import { readdir, realpath, rm } from "node:fs/promises";
 import path from "node:path";
 import { slugProblem, type VmState } from "@doppio/contracts";
 import type { Logger } from "pino";
+import { makeDirs } from "../../make-dirs.ts";
 import type {
   Executor,
   GoldenInfo,
@@ -380,7 +381,7 @@ export class FirecrackerExecutor implements Executor {
       this.d.cfg.uidCount,
     );
     cleanup.push("release uid", () => releaseUid(this.layout.uidsDir(), uid, uidOwner(spec.slug)));
-    await mkdir(this.layout.vmDir(spec.slug), { recursive: true, mode: 0o700 });
+    await makeDirs(this.layout.vmDir(spec.slug), 0o700);
     cleanup.push("remove vm dir", () => rm(this.layout.vmDir(spec.slug), { recursive: true, force: true }));
     await touchLogs([
       this.layout.vmFile(spec.slug, "firecracker.log"),

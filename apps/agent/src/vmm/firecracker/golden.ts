@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { chown, mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { chown, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { Logger } from "pino";
+import { makeDirs } from "../../make-dirs.ts";
 import type { BoxMetadata, GoldenInfo, HostNetwork, StepReporter, TemplateSpec } from "../executor.ts";
 import { waitSerialQuiet } from "../serial-quiet.ts";
 import { CleanupStack } from "./cleanup.ts";
@@ -126,7 +127,7 @@ export async function buildGolden(
     cleanup.push("release uid", () => releaseUid(layout.uidsDir(), uid, owner));
     cleanup.push("remove build dir", () => rm(buildDir, { recursive: true, force: true }));
     await report.step("prepare_disks", async () => {
-      await mkdir(buildDir, { recursive: true });
+      await makeDirs(buildDir);
       // Firecracker's images are not versioned on disk yet: imageVersion is only recorded.
       await cloneDisk(
         path.join(cfg.imagesDir, template.name, "rootfs.ext4"),
@@ -225,7 +226,7 @@ export async function buildGolden(
     const problems = await cleanup.run();
     for (const p of problems)
       deps.log.warn({ err: p, template: template.name }, "golden build cleanup failed");
-    await mkdir(rootDir, { recursive: true });
+    await makeDirs(rootDir);
     const message = err instanceof Error ? err.message : String(err);
     await writeFile(
       path.join(rootDir, "last-error.json"),

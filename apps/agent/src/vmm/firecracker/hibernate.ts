@@ -1,5 +1,6 @@
 import { chown, mkdir, open, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { makeDirs } from "../../make-dirs.ts";
 import type { FirecrackerClient } from "./api-client.ts";
 import { linkOrClone } from "./disks.ts";
 import type { HostLayout } from "./layout.ts";
@@ -80,7 +81,7 @@ export async function prepareSnapshotDir(
 ): Promise<void> {
   const dir = layout.inJail(jailId, IN_JAIL_HIBERNATE.dir);
   await rm(dir, { recursive: true, force: true });
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await makeDirs(dir, 0o700);
   await chown(dir, uid, gid);
 }
 

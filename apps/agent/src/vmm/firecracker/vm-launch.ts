@@ -1,5 +1,6 @@
-import { chown, mkdir, rm, rmdir, writeFile } from "node:fs/promises";
+import { chown, rm, rmdir, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { makeDirs } from "../../make-dirs.ts";
 import type { BoxMetadata } from "../executor.ts";
 import { FirecrackerClient } from "./api-client.ts";
 import type { FirecrackerConfig } from "./config.ts";
@@ -55,16 +56,16 @@ export async function launch(
   const { layout, cfg } = deps;
   await removeJail(deps, jail.jailId);
   const root = layout.jailRoot(jail.jailId);
-  await mkdir(root, { recursive: true, mode: 0o700 });
+  await makeDirs(root, 0o700);
   for (const f of jail.files) {
     const target = path.join(root, f.inJail);
-    await mkdir(path.dirname(target), { recursive: true });
+    await makeDirs(path.dirname(target));
     await linkOrClone(f.host, target);
     if (f.owned) await chown(target, jail.uid, jail.gid);
   }
   for (const dir of jail.writableDirs ?? []) {
     const target = path.join(root, dir);
-    await mkdir(target, { recursive: true, mode: 0o700 });
+    await makeDirs(target, 0o700);
     await chown(target, jail.uid, jail.gid);
   }
   const { pid } = await deps.processes.spawn({

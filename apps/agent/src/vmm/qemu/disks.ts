@@ -1,4 +1,5 @@
-import { copyFile, mkdir, open, rm } from "node:fs/promises";
+import { copyFile, open, rm } from "node:fs/promises";
+import { makeDirs } from "../../make-dirs.ts";
 import { run } from "../../net/command.ts";
 import type { VolumePool } from "../../pool/volumes.ts";
 import { QemuError } from "./errors.ts";
@@ -71,7 +72,7 @@ export async function prepareDisks(o: {
   diskGb: number;
   volumes: VolumePool | null;
 }): Promise<void> {
-  await mkdir(o.dir, { recursive: true });
+  await makeDirs(o.dir);
   await Promise.all([
     o.overlayTemplate ? copyOverlay(o.overlayTemplate, o.overlay) : createOverlay(o.backing, o.overlay),
     (async () => {

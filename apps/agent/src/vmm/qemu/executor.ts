@@ -288,6 +288,23 @@ export class QemuExecutor implements Executor {
     return out;
   }
 
+  resumeIfIoPaused(slug: string): Promise<boolean> {
+    return this.#locked(slug, async () => {
+      const paths = boxPaths(this.#ctx.dataDir, slug);
+      if ((await this.#state(paths)) !== "running") return false;
+      const qmp = await QmpClient.connect(paths.qmp, 2_000);
+      try {
+        const { status } = await qmp.execute<{ status: string }>("query-status");
+        if (status !== "io-error") return false;
+        await qmp.execute("cont");
+        this.#ctx.log.warn({ slug }, "resumed a VM its VMM had paused on a disk write error");
+        return true;
+      } finally {
+        qmp.close();
+      }
+    });
+  }
+
   async upstream(slug: string): Promise<Upstream | null> {
     const paths = boxPaths(this.#ctx.dataDir, slug);
     if ((await this.#state(paths)) !== "running") return null;

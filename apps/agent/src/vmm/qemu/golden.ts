@@ -1,7 +1,8 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import { access, chmod, mkdir, readdir, rm } from "node:fs/promises";
+import { access, chmod, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
+import { makeDirs } from "../../make-dirs.ts";
 import { macForIp } from "../../net/naming.ts";
 import type { BoxMetadata, StepReporter, TemplateSpec } from "../executor.ts";
 import { waitSerialQuiet } from "../serial-quiet.ts";
@@ -73,7 +74,7 @@ export async function buildGoldenSnapshot(
   let qmp: QmpClient | null = null;
   try {
     await report.step("prepare_disks", async () => {
-      await mkdir(p.dir, { recursive: true });
+      await makeDirs(p.dir);
       await createOverlay(img.rootfs, p.disk);
       await createSparse(p.dataPlaceholder, PLACEHOLDER_BYTES);
       await writeMetadataFile(p.meta, goldenMetadata(ctx, t, mac));

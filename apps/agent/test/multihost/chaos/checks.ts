@@ -12,11 +12,13 @@ import type { EventWatcher, Submitted } from "./workload.ts";
 
 /**
  * What the run did that the checks must know: hosts whose disk was filled at some point,
- * and the boxes (`host/slug`) whose VMM process was killed.
+ * the boxes (`host/slug`) whose VMM process was killed, and guests paused on a full disk
+ * that did not run again once it was freed (QEMU mode).
  */
 export interface RunFacts {
   diskFullHosts: Set<string>;
   killedVmms: Set<string>;
+  stuckGuests: string[];
 }
 
 export interface Check {
@@ -130,6 +132,12 @@ export async function endChecks(
       .map((j) => `${j.action} ${j.slug} ${j.id} on ${j.server}: ${j.error_code} ${j.error}`),
     `${jobs.filter((j) => j.status === "succeeded").length} succeeded, ${failed.filter(diskFull).length} failed with disk_full; ${facts.killedVmms.size} VMMs killed`,
   );
+  if (facts.diskFullHosts.size > 0)
+    check(
+      "every guest paused on a full disk runs again once it is freed",
+      facts.stuckGuests,
+      `${facts.diskFullHosts.size} disks filled`,
+    );
   check(
     "every host is back (heartbeating)",
     servers.filter((s) => s.unreachable).map((s) => `${s.name} unreachable`),

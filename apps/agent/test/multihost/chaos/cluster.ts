@@ -91,18 +91,20 @@ function killFakeVmms(stateFile: string): void {
 
 /** Disk room per host: a few dozen fake disks, so a burst of creates fits but a filler does not. */
 const DISKS_FS_BYTES = 64 * FAKE_DISK_BYTES;
+/**
+ * A QEMU host's whole data dir (its store, golden snapshot with its mapped RAM, volume pool
+ * and boxes) on an ext4 of this size: room for a few boxes of the minimal template.
+ */
+const QEMU_DATA_FS_BYTES = 1024 * 1024 * 1024;
+
+/** How often each host's agent reconciles (loops/reconcile.ts): what lets a paused guest run again. */
+export const RECONCILE_INTERVAL_MS = 2_000;
 
 /** What this machine lets the run use beyond processes: root-only parts, each with why not. */
-export function clusterFeatures(netns: boolean, backend: ChaosBackend = "fake") {
+export function clusterFeatures(netns: boolean) {
   const whyNoPg = privatePostgresUnavailable();
   const whyNoCaddy = !netns ? "hosts share one namespace" : findCaddy() ? null : "caddy is not installed";
-  const whyNoDisks =
-    backend === "qemu"
-      ? "QEMU mode: the executor keeps sparse 10-40 GB volumes formatted ahead for every box size " +
-        "(vmm/qemu/backend.ts), which no small filesystem holds; the fake mode injects full disks"
-      : process.getuid?.() === 0
-        ? null
-        : "mounting a size-limited tmpfs needs root";
+  const whyNoDisks = process.getuid?.() === 0 ? null : "mounting a size-limited filesystem needs root";
   return { whyNoPg, whyNoCaddy, whyNoDisks };
 }
 
@@ -214,7 +216,7 @@ export async function startCluster(opts: {
 }): Promise<Cluster> {
   const backend = opts.backend ?? "fake";
   if (backend === "qemu" && !opts.netns) throw new Error("the QEMU mode needs a namespace per host");
-  const features = clusterFeatures(opts.netns, backend);
+  const features = clusterFeatures(opts.netns);
   // Built (or found unchanged) before anything starts: the build script skips unchanged inputs.
   const imageDir = backend === "qemu" ? buildMinimalImage(CHAOS_IMAGE) : null;
   const cleanup: Array<() => Promise<void> | void> = [];
@@ -265,14 +267,19 @@ export async function startCluster(opts: {
         capacity: { vcpu: 256, memoryMb: 1024 * 1024, diskGb: 10_000 },
       });
       if (reg.status !== 201) throw new Error(`register ${name}: ${reg.status}`);
-      const dataDir = await mkdtemp(path.join(tmpdir(), `doppio-${name}-`));
-      cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+      // The host's own files (the agent's config and output, Caddy's) stay off the filesystem
+      // a disk-full fills: on a QEMU host that is the agent's whole data dir.
+      const root = await mkdtemp(path.join(tmpdir(), `doppio-${name}-`));
+      cleanup.push(() => rm(root, { recursive: true, force: true }));
+      const dataDir = imageDir ? path.join(root, "data") : root;
       let disks: SmallFs | null = null;
       if (features.whyNoDisks === null) {
-        const fs = SmallFs.mount(path.join(dataDir, "disks"), DISKS_FS_BYTES);
+        const fs = imageDir
+          ? SmallFs.mount(dataDir, QEMU_DATA_FS_BYTES, "ext4")
+          : SmallFs.mount(path.join(dataDir, "disks"), DISKS_FS_BYTES);
         disks = fs;
         cleanup.push(() => fs.unmount());
-      }
+      } else mkdirSync(dataDir, { recursive: true });
       let cpUrl = url;
       let netns: TestNetns | null = null;
       let link: string | null = null;
@@ -299,7 +306,7 @@ export async function startCluster(opts: {
       let caddy: HostCaddy | null = null;
       let edgeListen: string | null = null;
       if (features.whyNoCaddy === null && netns) {
-        const c = new HostCaddy(path.join(dataDir, "caddy-run"), netns.name);
+        const c = new HostCaddy(path.join(root, "caddy-run"), netns.name);
         caddy = c;
         cleanup.push(() => c.kill("SIGTERM"));
         await c.start();
@@ -311,7 +318,7 @@ export async function startCluster(opts: {
       const stateFile = path.join(dataDir, "fake-host.json");
       if (imageDir) prepareQemuDataDir(dataDir, imageDir);
       const agent = await AgentProcess.prepare(
-        dataDir,
+        root,
         {
           ...(imageDir
             ? {
@@ -329,7 +336,7 @@ export async function startCluster(opts: {
           listen: agentListen,
           heartbeatIntervalMs: 1_000,
           claimWaitMs: 5_000,
-          reconcileIntervalMs: 5_000,
+          reconcileIntervalMs: RECONCILE_INTERVAL_MS,
           logLevel: "info",
           ...(caddy && edgeListen
             ? {

@@ -5,6 +5,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LinuxHostNetwork } from "../../../src/net/host-network.ts";
 import { macForIp, tapNameForIp } from "../../../src/net/naming.ts";
+import { QmpClient } from "../../../src/vmm/qemu/qmp.ts";
 import { qemuUnavailable } from "../../qemu/support.ts";
 import { TestNetns } from "../../support/netns.ts";
 import { qemuFacts } from "./qemu-facts.ts";
@@ -27,15 +28,16 @@ describe.skipIf(why !== null)("QEMU host facts (chaos end checks)", () => {
   const children: ChildProcess[] = [];
   const host = () => ({ name: "h0", dataDir, netns: ns });
 
-  /** A qemu-system process in the namespace that idles (no machine) with `pidFile`. */
-  async function qemu(pidFile: string): Promise<ChildProcess> {
+  /** A qemu-system process in the namespace that idles (no machine) with `pidFile`, and QMP at `qmp`. */
+  async function qemu(pidFile: string, qmp?: string): Promise<ChildProcess> {
     const child = spawn(
       "ip",
-      ["netns", "exec", ns.name, "qemu-system-x86_64", "-machine", "none", "-display", "none", "-S"].concat([
+      ["netns", "exec", ns.name, "qemu-system-x86_64", "-machine", "none", "-display", "none"].concat([
         "-monitor",
         "none",
         "-serial",
         "none",
+        ...(qmp ? ["-qmp", `unix:${qmp},server=on,wait=off`] : []),
         "-pidfile",
         pidFile,
       ]),
@@ -68,7 +70,7 @@ describe.skipIf(why !== null)("QEMU host facts (chaos end checks)", () => {
       JSON.stringify({ slug: "alive", tap: tapNameForIp(ip), mac: macForIp(ip), ip }),
     );
     await network.createTap(tapNameForIp(ip), { ip, mac: macForIp(ip) });
-    await qemu(path.join(dir, "qemu.pid"));
+    await qemu(path.join(dir, "qemu.pid"), path.join(dir, "qmp.sock"));
   }, 60_000);
   afterAll(() => {
     for (const c of children) {
@@ -91,6 +93,20 @@ describe.skipIf(why !== null)("QEMU host facts (chaos end checks)", () => {
       leakProblems: [],
       dataProblems: [],
     });
+  });
+
+  it("reports a running box whose VM its QEMU keeps paused (say on a disk that was full)", async () => {
+    // QEMU serves one QMP client at a time: each command on its own connection.
+    const qmp = async (command: string) => {
+      const c = await QmpClient.connect(path.join(dataDir, "qemu", "boxes", "alive", "qmp.sock"), 5_000);
+      await c.execute(command).finally(() => c.close());
+    };
+    await qmp("stop");
+    expect((await qemuFacts(host(), new Set(["alive"]))).vmmProblems).toEqual([
+      "alive on h0: its VM is paused, not running",
+    ]);
+    await qmp("cont");
+    expect((await qemuFacts(host(), new Set(["alive"]))).vmmProblems).toEqual([]);
   });
 
   it("reports a box directory of no live box, a leaked TAP, firewall entry and route, and a stray qemu", async () => {

@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { FIREWALL_TABLE, parsePortSet } from "../../../src/net/firewall.ts";
 import { TAP_PREFIX } from "../../../src/net/naming.ts";
@@ -7,6 +8,7 @@ import { savedMemory } from "../../../src/vmm/qemu/hibernate.ts";
 import { boxesDir, boxPaths } from "../../../src/vmm/qemu/layout.ts";
 import { isVmProcess, readPid } from "../../../src/vmm/qemu/process.ts";
 import { type BoxRecord, readJson } from "../../../src/vmm/qemu/records.ts";
+import { vmStatus } from "../../qemu/support.ts";
 import type { Host } from "./cluster.ts";
 import { processesInNetns, type VmFacts } from "./host-facts.ts";
 
@@ -46,6 +48,77 @@ export async function qemuVmmPids(h: Pick<Host, "dataDir">): Promise<Array<{ slu
   return out;
 }
 
+/** The size of a guest's write on a full disk: far more than its page cache holds back. */
+const FULL_DISK_WRITE_BYTES = 8 * 1024 * 1024;
+
+/** A guest paused on a full disk (its QEMU's `io-error`): its box and QMP socket. */
+export interface PausedGuest {
+  slug: string;
+  qmp: string;
+}
+
+/**
+ * On a host whose data dir was just filled: the first running box's guest stores
+ * FULL_DISK_WRITE_BYTES on its data volume (the minimal image's /cgi-bin/data, from the
+ * host's namespace), which QEMU cannot allocate, so it pauses the guest. The box is added
+ * to `held` first (the workload leaves it alone until the caller lets go of a paused one). Says which box
+ * and the VM's QEMU status afterwards, and returns the guest if it paused.
+ */
+export async function writeIntoGuestOnFullDisk(
+  h: Pick<Host, "dataDir" | "netns">,
+  held: Set<string>,
+): Promise<{ said: string; paused: PausedGuest | null }> {
+  const vm = (await qemuVmmPids(h))[0];
+  if (!vm) return { said: "no box running there to write", paused: null };
+  held.add(vm.slug);
+  const { record, paths } = await qemuVm(qemuDataDir(h), vm.slug);
+  if (!record?.tap) {
+    held.delete(vm.slug);
+    return { said: `${vm.slug} has no TAP to write through`, paused: null };
+  }
+  const dir = mkdtempSync(path.join(tmpdir(), "dbx-chaos-write-"));
+  const body = path.join(dir, "body");
+  writeFileSync(body, Buffer.alloc(FULL_DISK_WRITE_BYTES, 65));
+  let answer: string;
+  try {
+    const url = `http://${record.ip}:8000/cgi-bin/data`;
+    answer = inNs(h, "curl", ["-sS", "--fail", "--max-time", "3", "--data-binary", `@${body}`, url]).trim();
+  } catch {
+    answer = "no answer";
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const status = await vmStatus(paths.qmp).catch((err: Error) => `QMP: ${err.message}`);
+  if (status !== "io-error") held.delete(vm.slug);
+  return {
+    said: `${vm.slug}'s guest wrote ${FULL_DISK_WRITE_BYTES} bytes: ${answer}; its VM is ${status}`,
+    paused: status === "io-error" ? { slug: vm.slug, qmp: paths.qmp } : null,
+  };
+}
+
+/**
+ * After the disk is freed: waits up to `ms` for a paused guest's VM to run again (the agent's
+ * reconcile lets it) and says how that went; `stuck` when it is still paused then. A VM that
+ * is gone (the workload stopped or deleted its box meanwhile) proves nothing either way.
+ */
+export async function waitGuestRunsAgain(
+  g: PausedGuest,
+  ms: number,
+): Promise<{ said: string; stuck: boolean }> {
+  const started = Date.now();
+  let status = "";
+  for (;;) {
+    status = await vmStatus(g.qmp).catch(() => "gone");
+    const s = ((Date.now() - started) / 1000).toFixed(1);
+    if (status === "running") return { said: `${g.slug}'s VM runs again after ${s} s`, stuck: false };
+    if (status === "gone")
+      return { said: `${g.slug}'s VM is gone (its box stopped meanwhile)`, stuck: false };
+    if (Date.now() - started > ms)
+      return { said: `${g.slug}'s VM is still ${status} after ${s} s`, stuck: true };
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 /** Every qemu-system process in the host's namespace (the agent's VMMs and golden builds run there). */
 export function qemuProcesses(h: Pick<Host, "netns">): number[] {
   return processesInNetns(h.netns!.name, (comm) => comm.startsWith("qemu-system"));
@@ -55,8 +128,9 @@ export function qemuProcesses(h: Pick<Host, "netns">): number[] {
  * A QEMU host's facts, read where the agent reads them: the box directories under its
  * data dir (record, pid file checked against /proc, saved memory, stopped marker), the
  * qemu-system processes in the host's namespace, the TAPs (`ip -n`), the isolation
- * firewall's `ports` set (`nft`), the namespace's routes, and the stopped boxes' disks
- * (`qemu-img check` on the overlay, `e2fsck -n` on the volume).
+ * firewall's `ports` set (`nft`), the namespace's routes, the stopped boxes' disks
+ * (`qemu-img check` on the overlay, `e2fsck -n` on the volume), and each running VM's QEMU
+ * status (a guest left paused, say on a disk that was full, is a VMM problem).
  */
 export async function qemuFacts(
   h: Pick<Host, "name" | "dataDir" | "netns">,
@@ -81,6 +155,8 @@ export async function qemuFacts(
     vms[slug] = { state: vm.state };
     if (vm.state === "running") {
       running.set(vm.pid!, slug);
+      const status = await vmStatus(vm.paths.qmp).catch((err: Error) => `unknown (${err.message})`);
+      if (status !== "running") vmmProblems.push(`${slug} on ${h.name}: its VM is ${status}, not running`);
       if (vm.record?.tap) wantTaps.set(vm.record.tap, { mac: vm.record.mac, ip: vm.record.ip, slug });
       else vmmProblems.push(`${slug} on ${h.name} runs without a TAP in its record`);
     }

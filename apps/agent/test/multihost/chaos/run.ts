@@ -5,9 +5,15 @@ import pg from "pg";
 import { fakeVmmAlive } from "../../support/fake-executor.ts";
 import { netnsUnavailable } from "../../support/netns.ts";
 import { type Check, endChecks, type RunFacts } from "./checks.ts";
-import { type ChaosBackend, type Cluster, clusterFeatures, startCluster } from "./cluster.ts";
+import {
+  type ChaosBackend,
+  type Cluster,
+  clusterFeatures,
+  RECONCILE_INTERVAL_MS,
+  startCluster,
+} from "./cluster.ts";
 import { fakeVmmPids } from "./fake-facts.ts";
-import { qemuVmmPids } from "./qemu-facts.ts";
+import { type PausedGuest, qemuVmmPids, waitGuestRunsAgain, writeIntoGuestOnFullDisk } from "./qemu-facts.ts";
 import { EventWatcher, rng, runWorkload } from "./workload.ts";
 
 type InjectionKind =
@@ -119,7 +125,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
   const whyNoNetns = netnsUnavailable();
   if (whyNoNetns) log(`NOTE: hosts share this namespace and no network cut is injected (${whyNoNetns})`);
   const backend = opts.backend ?? "fake";
-  const features = clusterFeatures(whyNoNetns === null, backend);
+  const features = clusterFeatures(whyNoNetns === null);
   if (features.whyNoPg) log(`NOTE: the shared PostgreSQL is used and never restarted (${features.whyNoPg})`);
   if (features.whyNoCaddy) log(`NOTE: hosts run no Caddy (${features.whyNoCaddy})`);
   if (features.whyNoDisks) log(`NOTE: no disk is filled (${features.whyNoDisks})`);
@@ -143,7 +149,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
   const running: Promise<void>[] = [];
   const down = new Set<string>();
   const stamp = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
-  const facts: RunFacts = { diskFullHosts: new Set(), killedVmms: new Set() };
+  // Boxes an injection holds (disk-full's paused guest): the workload sends them nothing.
+  const held = new Set<string>();
+  const facts: RunFacts = { diskFullHosts: new Set(), killedVmms: new Set(), stuckGuests: [] };
   const say = (line: string) => {
     injected.push(`${stamp()} ${line}`);
     log(`  ${injected.at(-1)}`);
@@ -160,7 +168,20 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
             : p.kind === "kill-vmm"
               ? "vmm"
               : `host${p.target}`;
-  const fire = async (p: Injection) => {
+  // QEMU mode: a disk-full fills the first host, from the planned one on, that runs a box,
+  // so that a guest meets the full disk (writeIntoGuestOnFullDisk).
+  const diskFullTarget = async (planned: number) => {
+    if (backend !== "qemu") return planned;
+    const n = cluster.hosts.length;
+    for (let k = 0; k < n; k++) {
+      const i = (planned + k) % n;
+      if ((await qemuVmmPids(cluster.hosts[i]!)).length > 0) return i;
+    }
+    return planned;
+  };
+  const fire = async (planned: Injection) => {
+    const p =
+      planned.kind === "disk-full" ? { ...planned, target: await diskFullTarget(planned.target) } : planned;
     const key = keyOf(p);
     const replicasDown = [...down].filter((k) => k.startsWith("replica")).length;
     if (down.has(key) || (p.kind === "kill-replica" && replicasDown >= replicas - 1)) {
@@ -200,6 +221,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
             ? `${host.name}'s Caddy, pid ${host.caddy!.pid}`
             : host.name;
     say(`${p.kind} #${p.target} (${what})`);
+    let paused: PausedGuest | null = null;
     if (p.kind === "kill-agent") await host.agent.kill("SIGKILL");
     if (p.kind === "kill-replica") await replica.kill("SIGKILL");
     if (p.kind === "cut-network") cluster.setLink(host, false);
@@ -208,6 +230,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     if (p.kind === "disk-full") {
       facts.diskFullHosts.add(host.name);
       log(`  ${stamp()} disk-full #${p.target}: ${host.disks!.fill()} bytes written until ENOSPC`);
+      if (host.backend === "qemu") {
+        const wrote = await writeIntoGuestOnFullDisk(host, held);
+        log(`  ${stamp()} disk-full #${p.target}: ${wrote.said}`);
+        paused = wrote.paused;
+      }
     }
     // A full disk stays full longer, so that some host's job meets it.
     await sleep(p.kind === "disk-full" ? p.downMs * 3 : p.downMs);
@@ -217,7 +244,16 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     // systemd's Restart=always: Caddy comes back with its unit's config, the agent reloads its own.
     if (p.kind === "kill-caddy") await host.caddy!.start();
     if (p.kind === "restart-postgres") await cluster.postgres!.startServer();
-    if (p.kind === "disk-full") host.disks!.free();
+    if (p.kind === "disk-full") {
+      host.disks!.free();
+      if (paused) {
+        // Reconcile (every RECONCILE_INTERVAL_MS) lets the guest run again.
+        const after = await waitGuestRunsAgain(paused, 3 * RECONCILE_INTERVAL_MS);
+        log(`  ${stamp()} disk-full #${p.target}: ${after.said}`);
+        if (after.stuck) facts.stuckGuests.push(after.said);
+        held.delete(paused.slug);
+      }
+    }
     down.delete(key);
     log(`  ${stamp()} ${p.kind} #${p.target}: back`);
   };
@@ -238,6 +274,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
       parallel: 4,
       random: rng(opts.seed ^ 0x5eed),
       log,
+      held,
       onSubmitted: async (n) => {
         while (queue[0] && queue[0].atJob <= n) running.push(fire(queue.shift()!));
       },

@@ -96,6 +96,8 @@ export async function runWorkload(
     log?: (line: string) => void;
     /** How long a request may go unanswered before it is sent again (REQUEST_MS). */
     requestMs?: number;
+    /** Boxes the fault injector holds for now (a guest it paused): no action is sent to them. */
+    held?: ReadonlySet<string>;
   },
 ): Promise<Submitted[]> {
   const ms = opts.requestMs ?? REQUEST_MS;
@@ -124,7 +126,8 @@ export async function runWorkload(
         list.body as { boxes: Array<{ slug: string; status: string; allowedActions: string[] }> }
       ).boxes;
       const ready = boxes.filter(
-        (b) => !busy.has(b.slug) && settled(b.status) && b.allowedActions.length > 0,
+        (b) =>
+          !busy.has(b.slug) && !opts.held?.has(b.slug) && settled(b.status) && b.allowedActions.length > 0,
       );
       const r = opts.random();
       let slug: string;
