@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
@@ -105,7 +105,7 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
     expect(new Set(clones.map(([, ip]) => macForIp(ip))).size).toBe(3);
   });
 
-  it("each clone applied its own identity: hostname, MAC, machine-id, env and clock", () => {
+  it("each clone applied its own identity: hostname, MAC, machine-id, env, clock and data disk", async () => {
     const seen = new Set<string>();
     for (const [slug, ip] of [
       ["clone-a", "10.0.0.2"],
@@ -129,6 +129,11 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
       // Its address replaced the golden's (none left beside it), with the default route.
       expect(String(id.inet).trim()).toBe(`${ip}/16`);
       expect(String(id.route).trim()).toMatch(/^default via 10\.0\.0\.1 dev eth0\b/);
+      // /data is the clone's own 1 GiB volume, not the golden's 1 MiB placeholder, and its
+      // kernel learned the size from the block_resize before the resume (launch.ts), without
+      // the apply's slower re-probe of the disk.
+      expect(Number(id.data_bytes)).toBe(1024 ** 3);
+      expect(readFileSync(ex.serialLogPath(slug)!, "utf8")).not.toContain("re-probing");
     }
     expect(seen.size).toBe(3);
   });
