@@ -11,7 +11,8 @@ const skipReason = contractSkipReason(loaded, "Firecracker VMM-kill tests");
 /**
  * The Firecracker executor when a box's VMM dies before its guest answers its ready ports
  * (the fake jailer's processes, checked against the v1.16.1 API description): the launch is
- * undone and made again, and only a VMM that dies in every attempt fails the action.
+ * undone and made again (a resume from hibernation resumes again while its saved memory is
+ * there, else boots the disks), and only a VMM that dies in every attempt fails the action.
  */
 describe.skipIf(skipReason !== null)("Firecracker: a VMM killed before its guest is ready", () => {
   let rig: Rig;
@@ -108,6 +109,35 @@ describe.skipIf(skipReason !== null)("Firecracker: a VMM killed before its guest
     expect(report.steps.filter((s) => s === "boot_vm")).toHaveLength(2);
     const all = vmms(a.slug);
     expect(await alive(a.slug)).toEqual([all.at(-1)!.pid]);
+    expect(await rig.executor.inspect(a.slug)).toBe("running");
+  });
+
+  it("a resume whose VMM is killed while it loads the snapshot resumes again from the saved memory", async () => {
+    await rig.executor.hibernate(a.slug, new RecordingReporter());
+    killAt = "PUT /snapshot/load";
+    const report = new RecordingReporter();
+    await rig.executor.start(a, report);
+    expect(killAt).toBeNull();
+    expect(report.steps.filter((s) => s === "resume_vm")).toHaveLength(2);
+    expect(report.steps).not.toContain("boot_vm");
+    expect(report.lines.join("\n")).toContain(`(attempt 1 of ${LAUNCH_ATTEMPTS}`);
+    expect(await alive(a.slug)).toEqual([vmms(a.slug).at(-1)!.pid]);
+    expect(await rig.executor.inspect(a.slug)).toBe("running");
+    expect(await rig.executor.memoryFileBytes(a.slug)).toBeNull();
+  });
+
+  it("a resume whose VMM is killed after it consumed the saved memory boots the box's disks", async () => {
+    await rig.executor.hibernate(a.slug, new RecordingReporter());
+    let kills = 1;
+    rig.probe.onWait = async (ip) => {
+      if (kills-- > 0) await killAtIp(ip);
+    };
+    const report = new RecordingReporter();
+    await rig.executor.start(a, report);
+    rig.probe.onWait = null;
+    expect(report.steps.filter((s) => s === "resume_vm")).toHaveLength(1);
+    expect(report.steps.filter((s) => s === "boot_vm")).toHaveLength(1);
+    expect(await alive(a.slug)).toEqual([vmms(a.slug).at(-1)!.pid]);
     expect(await rig.executor.inspect(a.slug)).toBe("running");
   });
 });

@@ -154,8 +154,35 @@ export class FirecrackerExecutor implements Executor {
       if (rec.ready === false) await this.waitReady(spec, await this.readyPorts(spec.template), report);
       return upstreamAt(rec.ip);
     }
-    const saved = await savedMemory(this.layout, spec.slug);
-    if (saved) return this.resume(spec, rec, saved, report);
+    // Each attempt looks again: a resume whose VMM died before it dropped the saved memory
+    // resumes again; one that died after boots the disks (they have moved past that state).
+    let saved: SavedMemory | null = null;
+    try {
+      return await this.relaunching(spec, report, async (cleanup) => {
+        saved = await savedMemory(this.layout, spec.slug);
+        if (saved) return this.resume(spec, rec, saved, report, cleanup);
+        await this.prepareBoot(spec, rec, report);
+        return this.bootFromDisks(
+          spec,
+          { ...rec, ip: spec.net.ip, tap: spec.net.tap, pid: null },
+          report,
+          cleanup,
+        );
+      });
+    } catch (err) {
+      if (!saved) throw err;
+      // A snapshot that did not load is never tried again: the next start boots the disks.
+      await discardSavedMemory(this.layout, spec.slug).catch(() => undefined);
+      throw new FirecrackerError(
+        "resume_failed",
+        `box ${spec.slug} could not be resumed from its saved memory, which is discarded (start it again to boot from its disks): ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+  }
+
+  /** Before a start boots the box's disks: they are there, the volume has its size, no jail is left. */
+  private async prepareBoot(spec: VmSpec, rec: VmRecord, report: StepReporter): Promise<void> {
     await report.step("prepare_disks", async () => {
       for (const f of ["rootfs.ext4", "volume.ext4"] as const) {
         if (!existsSync(this.layout.vmFile(spec.slug, f))) {
@@ -167,9 +194,6 @@ export class FirecrackerExecutor implements Executor {
       await growTo(this.layout.vmFile(spec.slug, "volume.ext4"), spec.diskGb);
       await removeJail(this.deps, rec.jailId);
     });
-    return this.relaunching(spec, report, (cleanup) =>
-      this.bootFromDisks(spec, { ...rec, ip: spec.net.ip, tap: spec.net.tap, pid: null }, report, cleanup),
-    );
   }
 
   async stop(slug: string, report: StepReporter): Promise<void> {
@@ -236,44 +260,39 @@ export class FirecrackerExecutor implements Executor {
   /**
    * Loads the box's own snapshot paused with its TAP, drops the saved files (the disks move
    * on from here), gives it fresh metadata (new generation: the guest sets its clock again)
-   * and resumes it. A snapshot that does not load is discarded, so the next start boots.
+   * and resumes it.
    */
-  private async resume(spec: VmSpec, rec: VmRecord, saved: SavedMemory, report: StepReporter) {
+  private async resume(
+    spec: VmSpec,
+    rec: VmRecord,
+    saved: SavedMemory,
+    report: StepReporter,
+    cleanup: CleanupStack,
+  ): Promise<Upstream> {
     const tap = requireTap(spec);
     const updated: VmRecord = { ...rec, ip: spec.net.ip, tap, pid: null };
-    try {
-      return await this.guarded(async (cleanup) => {
-        await this.setupNetwork(spec, report, cleanup);
-        await report.step("resume_vm", async () => {
-          const files = [
-            ...this.diskFiles(spec.slug),
-            // The box's own files (root's at rest), handed to its VMM's uid to load.
-            { host: saved.vmstate, inJail: IN_JAIL.vmstate, owned: true },
-            { host: saved.mem, inJail: IN_JAIL.mem, owned: true },
-          ];
-          const launched = await this.launchBox(updated, saved.memoryMb, files, cleanup);
-          await loadPaused(launched.client, tap);
-          // The jail's links keep the files the VMM has mapped; the box's copies go now.
-          await discardSavedMemory(this.layout, spec.slug);
-          await applyIdentityAndResume(launched.client, mmdsPayload(spec.metadata), 0);
-          await writeRecord(this.layout.vmFile(spec.slug, "vm.json"), {
-            ...updated,
-            lifecycle: "running",
-            ready: false,
-          });
-        });
-        await this.waitReady(spec, await this.readyPorts(spec.template), report);
-        this.d.log.info({ slug: spec.slug }, "resumed from hibernation");
-        return upstreamAt(spec.net.ip);
+    await this.setupNetwork(spec, report, cleanup);
+    await report.step("resume_vm", async () => {
+      const files = [
+        ...this.diskFiles(spec.slug),
+        // The box's own files (root's at rest), handed to its VMM's uid to load.
+        { host: saved.vmstate, inJail: IN_JAIL.vmstate, owned: true },
+        { host: saved.mem, inJail: IN_JAIL.mem, owned: true },
+      ];
+      const launched = await this.launchBox(updated, saved.memoryMb, files, cleanup);
+      await loadPaused(launched.client, tap);
+      // The jail's links keep the files the VMM has mapped; the box's copies go now.
+      await discardSavedMemory(this.layout, spec.slug);
+      await applyIdentityAndResume(launched.client, mmdsPayload(spec.metadata), 0);
+      await writeRecord(this.layout.vmFile(spec.slug, "vm.json"), {
+        ...updated,
+        lifecycle: "running",
+        ready: false,
       });
-    } catch (err) {
-      await discardSavedMemory(this.layout, spec.slug).catch(() => undefined);
-      throw new FirecrackerError(
-        "resume_failed",
-        `box ${spec.slug} could not be resumed from its saved memory, which is discarded (start it again to boot from its disks): ${(err as Error).message}`,
-        { cause: err },
-      );
-    }
+    });
+    await this.waitReady(spec, await this.readyPorts(spec.template), report);
+    this.d.log.info({ slug: spec.slug }, "resumed from hibernation");
+    return upstreamAt(spec.net.ip);
   }
 
   async remove(slug: string, report: StepReporter): Promise<void> {
