@@ -2,7 +2,9 @@ import { appendFile, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { noSpaceLeft } from "../../src/jobs/runner.ts";
 import { waitReady } from "../../src/vmm/qemu/ready.ts";
+import { SmallFs, smallFsUnavailable } from "../support/small-fs.ts";
 
 /**
  * The agent's wait for a guest's READY line (vmm/qemu/ready.ts) against a serial log the
@@ -72,5 +74,46 @@ describe("waitReady", () => {
 
   it("fails when the VMM is gone, before its timeout", async () => {
     await expect(waitReady(file, 0, 1, 60_000, async () => false)).rejects.toThrow(/VMM exited/);
+  });
+});
+
+const whyNoSmallFs = smallFsUnavailable();
+if (whyNoSmallFs) console.warn(`SKIPPING waitReady on a full disk: ${whyNoSmallFs} (CI runs as root)`);
+
+/** QEMU writes the console into the log file: on a full disk the guest's READY line can be lost. */
+describe.skipIf(whyNoSmallFs !== null)("waitReady on a full disk", () => {
+  let base: string;
+  let fs: SmallFs;
+  beforeEach(async () => {
+    base = await mkdtemp(path.join(tmpdir(), "doppio-ready-full-"));
+    fs = SmallFs.mount(path.join(base, "data"), 1024 * 1024);
+  });
+  afterEach(async () => {
+    fs.unmount();
+    await rm(base, { recursive: true, force: true });
+  });
+
+  const failure = (file: string) =>
+    waitReady(file, 0, 1, 1_500, async () => true).then(
+      () => null,
+      (err: Error) => err,
+    );
+
+  it("a timeout while the log's filesystem was full says so, with an ENOSPC cause (its job fails disk_full)", async () => {
+    const file = path.join(fs.dir, "serial.log");
+    await writeFile(file, "");
+    fs.fill();
+    const err = await failure(file);
+    expect(err?.message).toMatch(/no DOPPIO-READY 1 within 1500 ms; .*the host's disk was full meanwhile/);
+    expect(noSpaceLeft(err)).toBe(true);
+  });
+
+  it("a timeout with room is a plain guest_not_ready", async () => {
+    const file = path.join(fs.dir, "serial.log");
+    await writeFile(file, "");
+    const err = await failure(file);
+    expect(err).toMatchObject({ code: "guest_not_ready" });
+    expect(err?.message).not.toMatch(/full/);
+    expect(noSpaceLeft(err)).toBe(false);
   });
 });

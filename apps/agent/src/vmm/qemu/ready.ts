@@ -1,5 +1,6 @@
 import { type FSWatcher, watch } from "node:fs";
-import { open, readFile, stat } from "node:fs/promises";
+import { open, readFile, stat, statfs } from "node:fs/promises";
+import { dirname } from "node:path";
 import { QemuError, VmmExitedError } from "./errors.ts";
 
 export async function fileSize(path: string): Promise<number> {
@@ -18,6 +19,18 @@ const WATCHED_POLL_MS = 50;
 const POLL_MS = 10;
 /** Reads at most this often: a guest writing its console without pause costs the agent no more. */
 const MIN_READ_GAP_MS = 5;
+/**
+ * How often a wait looks whether the log's filesystem is full: QEMU writes the console to
+ * the file, so a line the guest prints while there is no room (READY too) is lost.
+ */
+const ROOM_CHECK_MS = 1_000;
+/** Fewer free blocks than this is a full filesystem (a console write needs a block now and then). */
+const FULL_BELOW_BLOCKS = 16;
+
+async function noRoom(file: string): Promise<boolean> {
+  const s = await statfs(dirname(file)).catch(() => null);
+  return s !== null && s.bavail < FULL_BELOW_BLOCKS;
+}
 
 /**
  * Waits until the serial log, read from byte `from`, contains `DOPPIO-READY <generation>`
@@ -25,7 +38,8 @@ const MIN_READ_GAP_MS = 5;
  * `alive()` says the VMM is gone (VmmExitedError; a timeout with the VMM alive is a plain
  * QemuError). The log is re-read when inotify reports a write to it (no polling delay between
  * the guest's line and its detection, but at most one read per 5 ms), and every 50 ms anyway;
- * every 10 ms when it cannot be watched. `onMark` receives the guest's `doppio-t <name>`
+ * every 10 ms when it cannot be watched. A timeout during which the log's filesystem was
+ * full says so, with an ENOSPC cause (the READY line may have been lost). `onMark` receives the guest's `doppio-t <name>`
  * lines as they arrive (benches time the steps of a restore with them).
  */
 export async function waitReady(
@@ -43,6 +57,9 @@ export async function waitReady(
   let lineStart = 0;
   let marks = 0;
   let lastAliveCheck = Date.now();
+  // First after a second: a restore that is ready sooner makes no statfs call.
+  let lastRoomCheck = Date.now();
+  let fullSeen = false;
   let wake: (() => void) | null = null;
   let written = false;
   let watcher: FSWatcher | null = null;
@@ -92,10 +109,21 @@ export async function waitReady(
         lastAliveCheck = Date.now();
         if (!(await alive())) throw new VmmExitedError(`VMM exited before ready; console: ${tail(text)}`);
       }
+      if (!fullSeen && Date.now() - lastRoomCheck >= ROOM_CHECK_MS) {
+        lastRoomCheck = Date.now();
+        fullSeen = await noRoom(serialLog);
+      }
       if (Date.now() > deadline) {
+        const message = `no DOPPIO-READY ${generation} within ${timeoutMs} ms; console: ${tail(text)}`;
+        if (!fullSeen) throw new QemuError("guest_not_ready", message);
+        // Its job fails disk_full (jobs/runner.ts reads ENOSPC in the cause chain).
+        const cause = Object.assign(new Error(`no space left on device for ${serialLog}`), {
+          code: "ENOSPC",
+        });
         throw new QemuError(
           "guest_not_ready",
-          `no DOPPIO-READY ${generation} within ${timeoutMs} ms; console: ${tail(text)}`,
+          `${message}; the host's disk was full meanwhile, so the guest's console lines may be lost`,
+          { cause },
         );
       }
       if (!written) {
