@@ -8,9 +8,12 @@
  *   export TEST_DATABASE_URL=$(scripts/postgres.sh start)
  *   npm run bench:load [-- --agents 100 --users 200 --seconds 20 --replicas 1,2]
  *
- * The load generator is this one Node process: its own CPU use is printed, because on a
- * small machine it competes with the replicas and caps what they can show.
+ * The load generator is this one Node process. The CPU used during the measured window by it,
+ * by the replicas, by PostgreSQL's processes and by the whole machine is printed too: on a
+ * small machine they share the cores, and that caps what a second replica can add.
  */
+import { readdirSync, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { freePort } from "../../agent/test/support/agent-harness.ts";
 import { heartbeat, registerServer, signedInClient, TestClient } from "../test/support/client.ts";
@@ -41,6 +44,43 @@ if (!POSTGRES_URL) {
 }
 
 const now = () => performance.now();
+
+/** Kernel clock ticks per second (USER_HZ), the unit of /proc's CPU times. */
+const TICKS = 100;
+/** CPU seconds (user + system) a process has used, from /proc/PID/stat; 0 once it is gone. */
+function processCpu(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(f[11]) + Number(f[12])) / TICKS;
+  } catch {
+    return 0;
+  }
+}
+/** Every PostgreSQL process on this machine (the server, its backends and workers). */
+function postgresPids(): number[] {
+  return readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        return readFileSync(`/proc/${d}/comm`, "utf8").trim() === "postgres";
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+/** CPU seconds the whole machine has been busy (all but idle and iowait), from /proc/stat. */
+function machineBusy(): number {
+  const f = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const total = f.reduce((a, b) => a + b, 0);
+  return (total - f[3]! - f[4]!) / TICKS;
+}
+/** CPU seconds of several processes, each counted from its own start of the window. */
+function cpuOf(pids: number[]): () => number {
+  const start = new Map(pids.map((p) => [p, processCpu(p)]));
+  return () => [...start].reduce((sum, [pid, c0]) => sum + Math.max(0, processCpu(pid) - c0), 0);
+}
 const pct = (xs: number[], p: number) => {
   if (xs.length === 0) return Number.NaN;
   const s = [...xs].sort((a, b) => a - b);
@@ -55,7 +95,8 @@ interface RunResult {
   /** 503s: no host could take a box. */
   refused: number;
   dispatch: number[];
-  generatorCpu: number;
+  /** Cores used during the window, on average. */
+  cpu: { generator: number; replicas: number; postgres: number; machine: number };
 }
 
 async function run(replicaCount: number): Promise<RunResult> {
@@ -181,11 +222,20 @@ async function run(replicaCount: number): Promise<RunResult> {
     await new Promise((r) => setTimeout(r, WARMUP_MS));
     measuring = true;
     const cpu0 = process.cpuUsage();
+    const replicasCpu = cpuOf(replicas.map((r) => r.pid!));
+    const postgresCpu = cpuOf(postgresPids());
+    const busy0 = machineBusy();
     const t0 = now();
     await new Promise((r) => setTimeout(r, SECONDS * 1000));
     measuring = false;
     const elapsed = (now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
+    const used = {
+      generator: (cpu.user + cpu.system) / 1e6 / elapsed,
+      replicas: replicasCpu() / elapsed,
+      postgres: postgresCpu() / elapsed,
+      machine: (machineBusy() - busy0) / elapsed,
+    };
     running = false;
     await Promise.all(loops);
     return {
@@ -195,7 +245,7 @@ async function run(replicaCount: number): Promise<RunResult> {
       errors,
       refused,
       dispatch,
-      generatorCpu: (cpu.user + cpu.system) / 1e6 / elapsed,
+      cpu: used,
     };
   } finally {
     for (const r of replicas) await r.remove();
@@ -238,9 +288,11 @@ for (const name of names) {
         .join(""),
   );
 }
-console.log(
-  col("load generator CPU (cores)", 36) + results.map((r) => col(r.generatorCpu.toFixed(2))).join(""),
-);
+const cores = (pick: (r: RunResult) => number) => results.map((r) => col(pick(r).toFixed(2))).join("");
+console.log(col("CPU, cores: replicas", 36) + cores((r) => r.cpu.replicas));
+console.log(col("           PostgreSQL", 36) + cores((r) => r.cpu.postgres));
+console.log(col("           load generator", 36) + cores((r) => r.cpu.generator));
+console.log(col(`           whole machine (of ${availableParallelism()})`, 36) + cores((r) => r.cpu.machine));
 if (results.length >= 2) {
   const [one, two] = results;
   console.log(
