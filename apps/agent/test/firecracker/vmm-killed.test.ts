@@ -34,6 +34,13 @@ describe.skipIf(skipReason !== null)("Firecracker: a VMM killed before its guest
     if (!last) throw new Error(`no VMM for ${ip}`);
     await rig.processes.exit(last.pid);
   };
+  /** The next launch's VMM is killed once, while the executor waits for its guest. */
+  const killOnceWhileWaiting = () => {
+    let kills = 1;
+    rig.probe.onWait = async (ip) => {
+      if (kills-- > 0) await killAtIp(ip);
+    };
+  };
   const a = vmSpec("killed-once-0001", 1);
   const b = vmSpec("killed-always-0002", 2);
   const c = vmSpec("killed-early-0003", 3);
@@ -55,10 +62,7 @@ describe.skipIf(skipReason !== null)("Firecracker: a VMM killed before its guest
   });
 
   it("a create whose VMM is killed while it waits for the guest launches again and the box runs", async () => {
-    let kills = 1;
-    rig.probe.onWait = async (ip) => {
-      if (kills-- > 0) await killAtIp(ip);
-    };
+    killOnceWhileWaiting();
     const report = new RecordingReporter();
     const up = await rig.executor.createFromGolden(a, report);
     rig.probe.onWait = null;
@@ -99,10 +103,7 @@ describe.skipIf(skipReason !== null)("Firecracker: a VMM killed before its guest
 
   it("a start whose VMM is killed before the guest answers boots the box's disks again", async () => {
     await rig.executor.stop(a.slug, new RecordingReporter());
-    let kills = 1;
-    rig.probe.onWait = async (ip) => {
-      if (kills-- > 0) await killAtIp(ip);
-    };
+    killOnceWhileWaiting();
     const report = new RecordingReporter();
     await rig.executor.start(a, report);
     rig.probe.onWait = null;
@@ -128,10 +129,7 @@ describe.skipIf(skipReason !== null)("Firecracker: a VMM killed before its guest
 
   it("a resume whose VMM is killed after it consumed the saved memory boots the box's disks", async () => {
     await rig.executor.hibernate(a.slug, new RecordingReporter());
-    let kills = 1;
-    rig.probe.onWait = async (ip) => {
-      if (kills-- > 0) await killAtIp(ip);
-    };
+    killOnceWhileWaiting();
     const report = new RecordingReporter();
     await rig.executor.start(a, report);
     rig.probe.onWait = null;
