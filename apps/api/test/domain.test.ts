@@ -212,6 +212,27 @@ describe("job events", () => {
     expect(state.lastSeq).toBe(4);
   });
 
+  it("shows a step run again (the job resumed after an agent restart) once, where it first ran, with its latest run", () => {
+    const { state } = applyJobEvents("start", fresh(), [
+      { seq: 1, at: at(0), type: "started" },
+      { seq: 2, at: at(1), type: "step", name: "check_state", status: "running" },
+      { seq: 3, at: at(2), type: "step", name: "check_state", status: "succeeded" },
+      { seq: 4, at: at(3), type: "step", name: "wait_ready", status: "running" },
+      // The agent restarted: the job runs again from its start.
+      { seq: 5, at: at(10), type: "step", name: "check_state", status: "running" },
+      { seq: 6, at: at(11), type: "step", name: "check_state", status: "succeeded" },
+      { seq: 7, at: at(12), type: "step", name: "wait_ready", status: "running" },
+      { seq: 8, at: at(14), type: "step", name: "wait_ready", status: "succeeded" },
+      { seq: 9, at: at(15), type: "step", name: "add_routes", status: "running" },
+      { seq: 10, at: at(15), type: "step", name: "add_routes", status: "succeeded" },
+    ]);
+    expect(state.steps).toEqual([
+      { name: "check_state", status: "succeeded", startedAt: at(10), finishedAt: at(11), detail: null },
+      { name: "wait_ready", status: "succeeded", startedAt: at(3), finishedAt: at(14), detail: null },
+      { name: "add_routes", status: "succeeded", startedAt: at(15), finishedAt: at(15), detail: null },
+    ]);
+  });
+
   it("ignores replays and stale sequences", () => {
     const first = applyJobEvents("create", fresh(), events.slice(0, 3)).state;
     const again = applyJobEvents("create", first, events.slice(0, 3));

@@ -254,8 +254,26 @@ export function deployKeepsWork(
       const start = await client.post(`/api/v1/boxes/${boxes.queued}/start`);
       expect(start.status, JSON.stringify(start.body)).toBe(202);
       const jobId: string = start.body.job.id;
-
-      const play = await waitForPlay(client, playId, undefined, 10 * MIN);
+      // Once it waits for the guest, the guest is frozen (SIGSTOP of its QEMU, which the agent
+      // still counts as running) until the play is over: the job is still waiting for READY
+      // when the agent restarts, however long the play's last tasks take.
+      const waiting = (j: { steps: Array<{ name: string; status: string }> }) =>
+        j.steps.some((st) => st.name === "wait_ready" && st.status === "running");
+      let job = await jobOf(client, boxes.queued, jobId);
+      for (let i = 0; i < 600 && !waiting(job) && job.status !== "succeeded"; i++) {
+        await sleep(50);
+        job = await jobOf(client, boxes.queued, jobId);
+      }
+      expect(waiting(job), `never saw the start wait for its guest: ${JSON.stringify(job)}`).toBe(true);
+      const frozen = vmmPids(boxes.queued);
+      expect(frozen).toHaveLength(1);
+      env().host.ssh(`kill -STOP ${frozen[0]}`);
+      let play: any;
+      try {
+        play = await waitForPlay(client, playId, undefined, 10 * MIN);
+      } finally {
+        env().host.ssh(`kill -CONT ${frozen[0]}`);
+      }
       expect(play.status, JSON.stringify(play.error)).toBe("success");
       expect(agentPid()).not.toBe(oldAgent);
       const restart = play.tasks.find((t: any) => t.handler && t.name === "Restart doppio-agent");
@@ -263,7 +281,7 @@ export function deployKeepsWork(
         status: "changed",
       });
 
-      const job = await waitJob(client, boxes.queued, jobId, 10 * MIN);
+      job = await waitJob(client, boxes.queued, jobId, 10 * MIN);
       const agent = agentRecord(jobId, boxes.queued);
       const journal = env().host.ssh(
         "journalctl -u doppio-agent --no-pager -n 400 -o cat 2>&1 | grep -E 'stopping|resuming|job finished|running again' | cut -c1-300 || true",

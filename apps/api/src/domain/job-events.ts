@@ -97,17 +97,21 @@ function applyOne(state: JobState, event: Exclude<JobEvent, { type: "result" }>)
     case "step": {
       state.status = "running";
       state.startedAt ??= at;
-      // A retried job may run a step again: the latest run of a step replaces the earlier one.
+      // A job run again (resumed after an agent restart, or a launch relaunched) runs steps
+      // again: the latest run of a step replaces the earlier one where it stood, so each step
+      // shows once, in the order the steps first ran.
       const open = state.steps.findLast((s) => s.name === event.name);
       if (event.status === "running" || !open) {
         if (open && open.status === "running" && event.status === "running") return;
-        state.steps.push({
+        const step: JobStep = {
           name: event.name,
           status: event.status,
           startedAt: event.at,
           finishedAt: event.status === "running" ? null : event.at,
           detail: event.detail ?? null,
-        });
+        };
+        if (open) state.steps[state.steps.indexOf(open)] = step;
+        else state.steps.push(step);
         return;
       }
       open.status = event.status;
