@@ -1,7 +1,8 @@
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { promisify } from "node:util";
 import { FIREWALL_TABLE, parsePortSet } from "../../../src/net/firewall.ts";
 import { TAP_PREFIX } from "../../../src/net/naming.ts";
 import { savedMemory } from "../../../src/vmm/qemu/hibernate.ts";
@@ -58,41 +59,40 @@ export interface PausedGuest {
 }
 
 /**
- * On a host whose data dir was just filled: the first running box's guest stores
+ * On a host whose data dir was just filled: the running box `slug`'s guest stores
  * FULL_DISK_WRITE_BYTES on its data volume (the minimal image's /cgi-bin/data, from the
- * host's namespace), which QEMU cannot allocate, so it pauses the guest. The box is added
- * to `held` first (the workload leaves it alone until the caller lets go of a paused one). Says which box
- * and the VM's QEMU status afterwards, and returns the guest if it paused.
+ * host's namespace), which QEMU cannot allocate, so it pauses the guest. Says what the write
+ * answered and the VM's QEMU status afterwards, and returns the guest if it paused.
  */
 export async function writeIntoGuestOnFullDisk(
   h: Pick<Host, "dataDir" | "netns">,
-  held: Set<string>,
+  slug: string,
 ): Promise<{ said: string; paused: PausedGuest | null }> {
-  const vm = (await qemuVmmPids(h))[0];
-  if (!vm) return { said: "no box running there to write", paused: null };
-  held.add(vm.slug);
-  const { record, paths } = await qemuVm(qemuDataDir(h), vm.slug);
-  if (!record?.tap) {
-    held.delete(vm.slug);
-    return { said: `${vm.slug} has no TAP to write through`, paused: null };
-  }
+  const { record, paths } = await qemuVm(qemuDataDir(h), slug);
+  if (!record?.tap) return { said: `${slug} has no TAP to write through`, paused: null };
   const dir = mkdtempSync(path.join(tmpdir(), "dbx-chaos-write-"));
   const body = path.join(dir, "body");
   writeFileSync(body, Buffer.alloc(FULL_DISK_WRITE_BYTES, 65));
+  // Not execFileSync: under TCG the guest may take seconds, and the run's other work goes on meanwhile.
   let answer: string;
   try {
     const url = `http://${record.ip}:8000/cgi-bin/data`;
-    answer = inNs(h, "curl", ["-sS", "--fail", "--max-time", "3", "--data-binary", `@${body}`, url]).trim();
+    const curl = ["curl", "-sS", "--fail", "--max-time", "10", "--data-binary", `@${body}`, url];
+    answer = (await promisify(execFile)("ip", ["netns", "exec", h.netns!.name, ...curl])).stdout.trim();
   } catch {
     answer = "no answer";
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  const status = await vmStatus(paths.qmp).catch((err: Error) => `QMP: ${err.message}`);
-  if (status !== "io-error") held.delete(vm.slug);
+  // A guest that did not answer may still be writing (a loaded host): its pause can come later.
+  let status = "";
+  for (const deadline = Date.now() + 10_000; ; await new Promise((r) => setTimeout(r, 200))) {
+    status = await vmStatus(paths.qmp).catch((err: Error) => `QMP: ${err.message}`);
+    if (status === "io-error" || answer !== "no answer" || Date.now() > deadline) break;
+  }
   return {
-    said: `${vm.slug}'s guest wrote ${FULL_DISK_WRITE_BYTES} bytes: ${answer}; its VM is ${status}`,
-    paused: status === "io-error" ? { slug: vm.slug, qmp: paths.qmp } : null,
+    said: `${slug}'s guest wrote ${FULL_DISK_WRITE_BYTES} bytes: ${answer}; its VM is ${status}`,
+    paused: status === "io-error" ? { slug, qmp: paths.qmp } : null,
   };
 }
 

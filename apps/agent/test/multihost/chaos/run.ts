@@ -151,6 +151,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
   const stamp = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
   // Boxes an injection holds (disk-full's paused guest): the workload sends them nothing.
   const held = new Set<string>();
+  const busy = new Set<string>();
   const facts: RunFacts = { diskFullHosts: new Set(), killedVmms: new Set(), stuckGuests: [] };
   const say = (line: string) => {
     injected.push(`${stamp()} ${line}`);
@@ -168,41 +169,64 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
             : p.kind === "kill-vmm"
               ? "vmm"
               : `host${p.target}`;
-  // QEMU mode: a disk-full fills the first host, from the planned one on, that runs a box,
-  // so that a guest meets the full disk (writeIntoGuestOnFullDisk).
-  const diskFullTarget = async (planned: number) => {
-    if (backend !== "qemu") return planned;
-    const n = cluster.hosts.length;
-    for (let k = 0; k < n; k++) {
-      const i = (planned + k) % n;
-      if ((await qemuVmmPids(cluster.hosts[i]!)).length > 0) return i;
+  // Every host's running VMMs (hosts in order, then slugs), but a guest a disk-full holds:
+  // its check wants that VM running again by itself.
+  const runningVmms = async () => {
+    const running: Array<{ slug: string; pid: number; host: string }> = [];
+    for (const h of cluster.hosts) {
+      const vmms =
+        h.backend === "qemu"
+          ? await qemuVmmPids(h)
+          : fakeVmmPids(h.stateFile).filter((v) => fakeVmmAlive(v.pid));
+      running.push(...vmms.filter((v) => !held.has(v.slug)).map((v) => ({ ...v, host: h.name })));
     }
-    return planned;
+    return running;
+  };
+  // QEMU mode: a disk-full fills the host of a running box it holds first (no action in
+  // flight, and the workload sends it none until its guest runs again), so that a guest meets
+  // the full disk (writeIntoGuestOnFullDisk). Early in a run every box may still be starting:
+  // it waits up to a minute for one.
+  const holdRunningGuest = async (planned: number): Promise<{ target: number; slug: string } | null> => {
+    const n = cluster.hosts.length;
+    for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(500)) {
+      for (let k = 0; k < n; k++) {
+        const target = (planned + k) % n;
+        for (const { slug } of await qemuVmmPids(cluster.hosts[target]!)) {
+          // Checked and held in one turn: a worker takes a box (busy) in one turn too.
+          if (busy.has(slug) || held.has(slug)) continue;
+          held.add(slug);
+          const box = await cluster.user.get(`/api/v1/boxes/${slug}`).catch(() => null);
+          if (box?.body?.status === "running") return { target, slug };
+          held.delete(slug);
+        }
+      }
+    }
+    return null;
   };
   const fire = async (planned: Injection) => {
-    const p =
-      planned.kind === "disk-full" ? { ...planned, target: await diskFullTarget(planned.target) } : planned;
+    const guest =
+      planned.kind === "disk-full" && backend === "qemu" ? await holdRunningGuest(planned.target) : null;
+    const p = guest ? { ...planned, target: guest.target } : planned;
     const key = keyOf(p);
     const replicasDown = [...down].filter((k) => k.startsWith("replica")).length;
     if (down.has(key) || (p.kind === "kill-replica" && replicasDown >= replicas - 1)) {
       say(`skipped ${p.kind} #${p.target} (already down, or the last replica standing)`);
+      if (guest) held.delete(guest.slug);
       return;
     }
     const host = cluster.hosts[p.target]!;
     const replica = cluster.replicas[p.target]!;
     if (p.kind === "kill-vmm") {
       // No wait: the VM's agent notices the dead VMM and starts it again.
-      // Any host's running VM (hosts in order, then slugs): a lone host often runs none.
-      const running: Array<{ slug: string; pid: number; host: string }> = [];
-      for (const h of cluster.hosts) {
-        const vmms =
-          h.backend === "qemu"
-            ? await qemuVmmPids(h)
-            : fakeVmmPids(h.stateFile).filter((v) => fakeVmmAlive(v.pid));
-        running.push(...vmms.map((v) => ({ ...v, host: h.name })));
+      // Any host's running VM (hosts in order, then slugs): a lone host often runs none, and
+      // early in a run every box may still be starting, so it waits up to a minute for one.
+      let victim: { slug: string; pid: number; host: string } | undefined;
+      for (const deadline = Date.now() + 60_000; !victim && Date.now() < deadline; ) {
+        const running = await runningVmms();
+        victim = running[Math.floor(p.pick * running.length)];
+        if (!victim) await sleep(500);
       }
-      const victim = running[Math.floor(p.pick * running.length)];
-      if (!victim) return say("skipped kill-vmm (no VM running)");
+      if (!victim) return say("skipped kill-vmm (no VM ran for a minute)");
       facts.killedVmms.add(`${victim.host}/${victim.slug}`);
       process.kill(victim.pid, "SIGKILL");
       // What the box was doing (a launch in flight launches again; a running box is restarted by reconcile).
@@ -230,10 +254,13 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     if (p.kind === "disk-full") {
       facts.diskFullHosts.add(host.name);
       log(`  ${stamp()} disk-full #${p.target}: ${host.disks!.fill()} bytes written until ENOSPC`);
-      if (host.backend === "qemu") {
-        const wrote = await writeIntoGuestOnFullDisk(host, held);
+      if (guest) {
+        const wrote = await writeIntoGuestOnFullDisk(host, guest.slug);
         log(`  ${stamp()} disk-full #${p.target}: ${wrote.said}`);
         paused = wrote.paused;
+        if (!paused) held.delete(guest.slug);
+      } else if (host.backend === "qemu") {
+        log(`  ${stamp()} disk-full #${p.target}: no box ran for a minute: no guest wrote`);
       }
     }
     // A full disk stays full longer, so that some host's job meets it.
@@ -275,6 +302,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
       random: rng(opts.seed ^ 0x5eed),
       log,
       held,
+      busy,
       onSubmitted: async (n) => {
         while (queue[0] && queue[0].atJob <= n) running.push(fire(queue.shift()!));
       },

@@ -98,12 +98,14 @@ export async function runWorkload(
     requestMs?: number;
     /** Boxes the fault injector holds for now (a guest it paused): no action is sent to them. */
     held?: ReadonlySet<string>;
+    /** Boxes a worker has an action in flight for (filled here; shared so the injector holds a settled one). */
+    busy?: Set<string>;
   },
 ): Promise<Submitted[]> {
   const ms = opts.requestMs ?? REQUEST_MS;
   const submitted: Submitted[] = [];
   const ids = new Set<string>();
-  const busy = new Set<string>();
+  const busy = opts.busy ?? new Set<string>();
   let created = 0;
   // Jobs accepted plus requests on their way: never more than `total` are out at once.
   let reserved = 0;
