@@ -40,6 +40,8 @@ describe.skipIf(missing !== null)("a QEMU guest paused on a full disk", { timeou
   let fs: SmallFs;
   let ex: QemuExecutor;
   const slug = "full-disk";
+  /** The guest's port 8000 as the namespace reaches it (set by the first test). */
+  let hostPort = "";
 
   const status = () => vmStatus(boxPaths(fs.dir, slug).qmp);
 
@@ -80,7 +82,8 @@ describe.skipIf(missing !== null)("a QEMU guest paused on a full disk", { timeou
       boxSpec(slug, "10.0.0.2", 1, { tap: false }),
       new RecordingReporter(),
     );
-    const url = `http://${up(8000)}/cgi-bin/data`;
+    hostPort = up(8000) ?? "";
+    const url = `http://${hostPort}/cgi-bin/data`;
     expect(ns.curl(url).trim()).toBe("(none)");
     expect(await ex.resumeIfIoPaused(slug)).toBe(false);
 
@@ -120,6 +123,26 @@ describe.skipIf(missing !== null)("a QEMU guest paused on a full disk", { timeou
       if (size !== after.length) await new Promise((r) => setTimeout(r, 500));
     }
     expect(ns.curl(url).trim()).toBe(after);
+  });
+
+  it("a hibernate while the data dir is full fails with a full-disk error, and the guest runs on", async () => {
+    await ex.volumePool?.idle();
+    fs.fill();
+    let failure: unknown = null;
+    try {
+      await ex.hibernate(slug, new RecordingReporter());
+    } catch (err) {
+      failure = err;
+    } finally {
+      fs.free();
+    }
+    // QEMU's own error is a broken pipe (the agent's end of the stream closed on ENOSPC);
+    // the job runner must still see the full disk to report `disk_full` (jobs/runner.ts).
+    expect(failure, "the hibernate succeeded on a full disk").not.toBeNull();
+    expect(noSpaceLeft(failure), String(failure)).toBe(true);
+    expect(await status()).toBe("running");
+    expect(await ex.inspect(slug)).toBe("running");
+    expect(ns.curl(`http://${hostPort}/cgi-bin/data?mem`).trim()).toBe("(none)");
   });
 
   it("a create while the data dir is full fails with a full-disk error, and leaves nothing behind", async () => {

@@ -1,7 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { access, chmod, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { setTimeout as delay } from "node:timers/promises";
 import { makeDirs } from "../../make-dirs.ts";
 import { macForIp } from "../../net/naming.ts";
 import type { BoxMetadata, StepReporter, TemplateSpec } from "../executor.ts";
@@ -14,7 +13,7 @@ import { goldenBuildPaths, goldenTemplateDir, imagePaths } from "./layout.ts";
 import { ignoreShared } from "./mapped-ram.ts";
 import { writeMetadataFile } from "./metadata.ts";
 import { isVmProcess, killVm, launchQemu } from "./process.ts";
-import type { QmpClient } from "./qmp.ts";
+import { type QmpClient, waitMigration } from "./qmp.ts";
 import { waitReady } from "./ready.ts";
 import { type GoldenManifest, readJson, writeJson } from "./records.ts";
 
@@ -117,7 +116,7 @@ export async function buildGoldenSnapshot(
       if (mapped) await ignoreShared(q);
       await q.execute("stop");
       await q.execute("migrate", { uri: `exec:cat > ${p.vmstate}` });
-      await waitMigration(q, 120_000);
+      await waitMigration(q, 120_000, "the snapshot migration");
       await killVm(livePid, p.dir, p.qmp);
     });
     qmp.close();
@@ -164,19 +163,6 @@ export async function buildGoldenSnapshot(
       `golden build of ${t.name}@${t.version} failed: ${(err as Error).message}`,
       { cause: err },
     );
-  }
-}
-
-async function waitMigration(qmp: QmpClient, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const info = await qmp.execute<{ status?: string; "error-desc"?: string }>("query-migrate");
-    if (info.status === "completed") return;
-    if (info.status === "failed" || info.status === "cancelled") {
-      throw new QemuError("migration_failed", `migration ${info.status}: ${info["error-desc"] ?? ""}`);
-    }
-    if (Date.now() > deadline) throw new QemuError("timeout", "snapshot migration did not complete");
-    await delay(20);
   }
 }
 

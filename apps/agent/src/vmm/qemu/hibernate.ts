@@ -6,7 +6,7 @@ import { pipeline } from "node:stream/promises";
 import { setTimeout as delay } from "node:timers/promises";
 import { QemuError } from "./errors.ts";
 import type { BoxPaths } from "./layout.ts";
-import type { QmpClient } from "./qmp.ts";
+import { type QmpClient, waitMigration } from "./qmp.ts";
 import { readJson, writeJson } from "./records.ts";
 
 /**
@@ -95,7 +95,7 @@ export async function saveMemory(
     });
     await qmp.execute("migrate-set-parameters", { "max-bandwidth": opts.bandwidth ?? 8 * 1024 ** 3 });
     await qmp.execute("migrate", { uri: `unix:${h.socket}` });
-    await waitMigration(qmp, timeoutMs);
+    await waitMigration(qmp, timeoutMs, "saving the memory");
     await withTimeout(sink.done, timeoutMs, "the memory stream did not end");
   } catch (err) {
     sink.close();
@@ -103,11 +103,12 @@ export async function saveMemory(
     // The VMM may still be alive (the stream broke, not QEMU): its guest runs on as before.
     await qmp.execute("migrate_cancel", undefined, 2_000).catch(() => undefined);
     await qmp.execute("cont", undefined, 2_000).catch(() => undefined);
-    throw err instanceof QemuError
+    // The agent's end failing (a full disk) makes QEMU's own error a broken pipe: the
+    // file's error is the cause that tells why (the job runner reads ENOSPC from it).
+    const cause = (await sink.failure()) ?? err;
+    throw err instanceof QemuError && cause === err
       ? err
-      : new QemuError("migration_failed", `saving the memory failed: ${(err as Error).message}`, {
-          cause: err,
-        });
+      : new QemuError("migration_failed", `saving the memory failed: ${(cause as Error).message}`, { cause });
   } finally {
     sink.close();
     await rm(h.socket, { force: true });
@@ -136,6 +137,8 @@ async function machineOf(qmp: QmpClient): Promise<{ memoryMb: number; vcpu: numb
 interface Sink {
   /** Resolves when QEMU's connection ended and every byte is in the file. */
   done: Promise<void>;
+  /** Why writing the file failed, if it did (waits up to 1 s for the stream to end first). */
+  failure(): Promise<Error | null>;
   close(): void;
 }
 
@@ -143,11 +146,17 @@ interface Sink {
 async function listenOnce(socket: string, file: string): Promise<Sink> {
   const server: Server = createServer();
   let conn: Socket | null = null;
+  // The file's own error (not the connection's): what makes the stream fail on a full disk.
+  let fileError: Error | null = null;
   const done = new Promise<void>((resolve, reject) => {
     server.once("connection", (c) => {
       conn = c;
       server.close();
-      pipeline(c, createWriteStream(file, { mode: 0o600 })).then(resolve, reject);
+      const out = createWriteStream(file, { mode: 0o600 });
+      out.once("error", (err) => {
+        fileError = err;
+      });
+      pipeline(c, out).then(resolve, reject);
     });
     server.once("error", reject);
   });
@@ -161,27 +170,15 @@ async function listenOnce(socket: string, file: string): Promise<Sink> {
   });
   return {
     done,
+    failure: async () => {
+      await Promise.race([done.catch(() => undefined), delay(1_000)]);
+      return fileError;
+    },
     close: () => {
       server.close();
       (conn as Socket | null)?.destroy();
     },
   };
-}
-
-async function waitMigration(qmp: QmpClient, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const info = await qmp.execute<{ status?: string; "error-desc"?: string }>("query-migrate");
-    if (info.status === "completed") return;
-    if (info.status === "failed" || info.status === "cancelled") {
-      throw new QemuError(
-        "migration_failed",
-        `saving the memory ${info.status}: ${info["error-desc"] ?? ""}`,
-      );
-    }
-    if (Date.now() > deadline) throw new QemuError("timeout", "saving the memory did not complete");
-    await delay(20);
-  }
 }
 
 async function withTimeout(p: Promise<void>, ms: number, message: string): Promise<void> {

@@ -170,3 +170,17 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
+
+/** Polls `query-migrate` until the migration `what` names completed; its failure or timeout throws. */
+export async function waitMigration(qmp: QmpClient, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const info = await qmp.execute<{ status?: string; "error-desc"?: string }>("query-migrate");
+    if (info.status === "completed") return;
+    if (info.status === "failed" || info.status === "cancelled") {
+      throw new QemuError("migration_failed", `${what} ${info.status}: ${info["error-desc"] ?? ""}`);
+    }
+    if (Date.now() > deadline) throw new QemuError("timeout", `${what} did not complete`);
+    await delay(20);
+  }
+}

@@ -191,6 +191,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     for (const deadline = Date.now() + 60_000; Date.now() < deadline; await sleep(500)) {
       for (let k = 0; k < n; k++) {
         const target = (planned + k) % n;
+        if (down.has(`disk${target}`)) continue; // another disk-full holds that host's disk
         for (const { slug } of await qemuVmmPids(cluster.hosts[target]!)) {
           // Checked and held in one turn: a worker takes a box (busy) in one turn too.
           if (busy.has(slug) || held.has(slug)) continue;
@@ -330,8 +331,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
       // The hosts' data dirs go with the cluster: keep the agents' logs that explain the failure.
       const kept = mkdtempSync(path.join(tmpdir(), `doppio-chaos-${opts.seed}-`));
       for (const h of cluster.hosts) {
-        const file = path.join(h.dataDir, "agent.log");
-        if (existsSync(file)) copyFileSync(file, path.join(kept, `${h.name}-agent.log`));
+        if (existsSync(h.agent.logFile))
+          copyFileSync(h.agent.logFile, path.join(kept, `${h.name}-agent.log`));
       }
       log(`chaos: the agents' logs are kept in ${kept}`);
     }
