@@ -4,6 +4,7 @@ import { readFile, rm } from "node:fs/promises";
 import { setTimeout as delay } from "node:timers/promises";
 import { QemuError, VmmExitedError } from "./errors.ts";
 import { QmpClient } from "./qmp.ts";
+import { noRoom, noSpaceError } from "./room.ts";
 
 export interface LaunchOptions {
   qemuBinary: string;
@@ -48,7 +49,14 @@ export async function launchQemu(o: LaunchOptions): Promise<{ pid: number; qmp: 
       const log = await readFile(o.logFile, "utf8").catch(() => "");
       const message = `qemu ended at start (${exitInfo}): ${log.trim().split("\n").slice(-5).join(" | ")}`;
       // Ended by a signal (killed) is not a QEMU that refused its arguments.
-      throw killed ? new VmmExitedError(message) : new QemuError("spawn_failed", message);
+      if (killed) throw new VmmExitedError(message);
+      // On a full disk QEMU fails to create its files, and its message to the log is lost too.
+      if (await noRoom(o.logFile)) {
+        throw new QemuError("spawn_failed", `${message}; the host's disk is full`, {
+          cause: noSpaceError(o.logFile),
+        });
+      }
+      throw new QemuError("spawn_failed", message);
     }
     const pid = await readPid(o.pidFile);
     if (pid !== null) {

@@ -1,7 +1,7 @@
 import { type FSWatcher, watch } from "node:fs";
-import { open, readFile, stat, statfs } from "node:fs/promises";
-import { dirname } from "node:path";
+import { open, readFile, stat } from "node:fs/promises";
 import { QemuError, VmmExitedError } from "./errors.ts";
+import { noRoom, noSpaceError } from "./room.ts";
 
 export async function fileSize(path: string): Promise<number> {
   return stat(path).then(
@@ -24,13 +24,6 @@ const MIN_READ_GAP_MS = 5;
  * the file, so a line the guest prints while there is no room (READY too) is lost.
  */
 const ROOM_CHECK_MS = 1_000;
-/** Fewer free blocks than this is a full filesystem (a console write needs a block now and then). */
-const FULL_BELOW_BLOCKS = 16;
-
-async function noRoom(file: string): Promise<boolean> {
-  const s = await statfs(dirname(file)).catch(() => null);
-  return s !== null && s.bavail < FULL_BELOW_BLOCKS;
-}
 
 /**
  * Waits until the serial log, read from byte `from`, contains `DOPPIO-READY <generation>`
@@ -116,14 +109,10 @@ export async function waitReady(
       if (Date.now() > deadline) {
         const message = `no DOPPIO-READY ${generation} within ${timeoutMs} ms; console: ${tail(text)}`;
         if (!fullSeen) throw new QemuError("guest_not_ready", message);
-        // Its job fails disk_full (jobs/runner.ts reads ENOSPC in the cause chain).
-        const cause = Object.assign(new Error(`no space left on device for ${serialLog}`), {
-          code: "ENOSPC",
-        });
         throw new QemuError(
           "guest_not_ready",
           `${message}; the host's disk was full meanwhile, so the guest's console lines may be lost`,
-          { cause },
+          { cause: noSpaceError(serialLog) },
         );
       }
       if (!written) {
