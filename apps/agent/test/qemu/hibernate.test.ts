@@ -8,9 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LinuxHostNetwork } from "../../src/net/host-network.ts";
 import { tapNameForIp } from "../../src/net/naming.ts";
 import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
-import { hibernationPaths } from "../../src/vmm/qemu/hibernate.ts";
+import { hibernationPaths, saveMemory } from "../../src/vmm/qemu/hibernate.ts";
 import { boxPaths } from "../../src/vmm/qemu/layout.ts";
 import { isVmProcess, readPid } from "../../src/vmm/qemu/process.ts";
+import { QmpClient } from "../../src/vmm/qemu/qmp.ts";
 import { TestNetns } from "../support/netns.ts";
 import {
   boxSpec,
@@ -200,6 +201,30 @@ describe.skipIf(missing !== null)("hibernate and resume on real QEMU", { timeout
     expect(report.steps.map((s) => s.name)).toContain("boot_vm");
     expect(ns.curl(`http://${IP}:8000/cgi-bin/data`).trim()).toBe("kept-while-hibernated");
     await slow.close();
+  });
+
+  it("a hibernate run again after the agent died once QEMU had saved the memory (the VM left in postmigrate) saves it again", async () => {
+    expect(ns.curl(`http://${IP}:8000/cgi-bin/counter`, "").trim()).toMatch(/alive=yes$/);
+    const before = counter();
+    const paths = boxPaths(dataDir, SLUG);
+    // The first run: the memory saved, then the agent gone before it ended the VMM.
+    const qmp = await QmpClient.connect(paths.qmp, 2_000);
+    try {
+      await saveMemory(qmp, paths, () => new Date());
+      expect((await qmp.execute<{ status: string }>("query-status")).status).toBe("postmigrate");
+    } finally {
+      qmp.close();
+    }
+    // The job resumed by the restarted agent.
+    await ex.hibernate(SLUG, new RecordingReporter());
+    expect(await ex.inspect(SLUG)).toBe("hibernated");
+    generation += 1;
+    const report = new RecordingReporter();
+    await ex.start(spec(), report);
+    expect(report.steps.map((s) => s.name)).toContain("resume_vm");
+    const after = counter();
+    expect(after.pid).toBe(before.pid);
+    expect(after.alive).toBe(true);
   });
 
   it("only a running box hibernates", async () => {

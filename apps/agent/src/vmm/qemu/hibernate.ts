@@ -84,6 +84,10 @@ export async function saveMemory(
   const h = hibernationPaths(paths);
   await Promise.all([h.partial, h.socket].map((f) => rm(f, { force: true })));
   const machine = await machineOf(qmp);
+  // A save that completed before the agent died (its job now run again) left the VM in
+  // postmigrate, where QEMU refuses another migrate: `cont` takes its disks back first.
+  const { status } = await qmp.execute<{ status: string }>("query-status");
+  if (status === "postmigrate") await qmp.execute("cont");
   const sink = await listenOnce(h.socket, h.partial);
   try {
     await qmp.execute("stop");
