@@ -1,12 +1,16 @@
 /**
  * Control-plane load: K simulated agents (HTTP clients speaking the agent protocol: heartbeat,
  * long-poll claim, job events) and U users (list, create, stop, start, delete, read their
- * boxes; no think time) against 1 and then 2 control-plane replicas, each its own process,
- * on one fresh PostgreSQL database per run. Prints throughput, p50/p99 per route and the
- * dispatch latency (a user's create or action sent → the agent holds the job), side by side.
+ * boxes) against 1 and then 2 control-plane replicas, each its own process, on one fresh
+ * PostgreSQL database per run. Each run measures two windows on the same agents and users:
+ * saturated (users send their next call as soon as the last is answered: the throughput the
+ * replicas reach) and paced (each user thinks 0.5–1.5× `--think-ms` between calls, as people
+ * at a dashboard do: the latency at a load the replicas can serve). Prints throughput, p50/p99
+ * per route, the claim latency (a job created → its agent holds it) and the dispatch latency
+ * (a user's create or action sent → the agent holds the job), side by side.
  *
  *   export TEST_DATABASE_URL=$(scripts/postgres.sh start)
- *   npm run bench:load [-- --agents 100 --users 200 --seconds 20 --replicas 1,2]
+ *   npm run bench:load [-- --agents 100 --users 200 --seconds 20 --think-ms 5000 --replicas 1,2]
  *
  * The load generator is this one Node process. The CPU used during the measured window by it,
  * by the replicas, by PostgreSQL's processes and by the whole machine is printed too: on a
@@ -30,12 +34,14 @@ const { values } = parseArgs({
     agents: { type: "string", default: "100" },
     users: { type: "string", default: "200" },
     seconds: { type: "string", default: "20" },
+    "think-ms": { type: "string", default: "5000" },
     replicas: { type: "string", default: "1,2" },
   },
 });
 const AGENTS = Number(values.agents);
 const USERS = Number(values.users);
 const SECONDS = Number(values.seconds);
+const THINK_MS = Number(values["think-ms"]);
 const WARMUP_MS = 3_000;
 const RUNS = values.replicas.split(",").map(Number);
 if (!POSTGRES_URL) {
@@ -87,16 +93,24 @@ const pct = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
 };
 
-interface RunResult {
-  replicas: number;
+/** One measured window of a run. */
+interface Window {
   seconds: number;
   routes: Map<string, number[]>;
   errors: number;
   /** 503s: no host could take a box. */
   refused: number;
   dispatch: number[];
+  /** A job created → its agent holds it, ms. */
+  claim: number[];
   /** Cores used during the window, on average. */
   cpu: { generator: number; replicas: number; postgres: number; machine: number };
+}
+
+interface RunResult {
+  replicas: number;
+  saturated: Window;
+  paced: Window;
 }
 
 async function run(replicaCount: number): Promise<RunResult> {
@@ -115,23 +129,42 @@ async function run(replicaCount: number): Promise<RunResult> {
     const login = await admin.post("/api/v1/auth/login", { email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
     if (login.status !== 200) throw new Error(`admin login: ${login.status}`);
 
-    const routes = new Map<string, number[]>();
-    const dispatch: number[] = [];
-    let errors = 0;
-    let refused = 0;
-    let measuring = false;
+    // The window being measured (null between windows) and the users' think time now.
+    let window: Window | null = null;
+    let thinkMs = THINK_MS;
     let running = true;
     const timed = async <T extends { status: number }>(route: string, call: () => Promise<T>): Promise<T> => {
       const t0 = now();
       const res = await call();
-      if (measuring) {
-        const list = routes.get(route) ?? [];
+      if (window) {
+        const list = window.routes.get(route) ?? [];
         list.push(now() - t0);
-        routes.set(route, list);
-        if (res.status === 503) refused++;
-        else if (res.status >= 500) errors++;
+        window.routes.set(route, list);
+        if (res.status === 503) window.refused++;
+        else if (res.status >= 500) window.errors++;
       }
       return res;
+    };
+    const reports: Promise<void>[] = [];
+    // Claim latency: a job's creation (its createdAt, which its user's answer carries) → the
+    // agent holds it (wall clock, one machine). Whichever of the two is known first waits here.
+    const created = new Map<string, number>();
+    const held = new Map<string, number>();
+    const claimed = (id: string, createdMs: number, heldMs: number) => {
+      created.delete(id);
+      held.delete(id);
+      window?.claim.push(Math.max(0, heldMs - createdMs));
+    };
+    const heldAt = (id: string, ms: number) => {
+      const c = created.get(id);
+      if (c === undefined) held.set(id, ms);
+      else claimed(id, c, ms);
+    };
+    const createdAt = (job: { id: string; createdAt: string } | undefined) => {
+      if (!job) return;
+      const h = held.get(job.id);
+      if (h === undefined) created.set(job.id, Date.parse(job.createdAt));
+      else claimed(job.id, Date.parse(job.createdAt), h);
     };
     /** When each user's request that queues a job was sent, by `slug:action`. */
     const sentAt = new Map<string, number>();
@@ -155,20 +188,30 @@ async function run(replicaCount: number): Promise<RunResult> {
         }
         const res = await agent.post("/agent/v1/jobs/claim", { max: 4, waitMs: 5_000 });
         const arrived = now();
-        for (const job of res.body?.jobs ?? []) {
+        const jobs: Array<{ id: string; box: string; action: string }> = res.body?.jobs ?? [];
+        for (const job of jobs) {
           const sent = sentAt.get(`${job.box}:${job.action}`);
-          if (sent !== undefined && measuring) dispatch.push(arrived - sent);
-          const data =
-            job.action === "delete" ? {} : { ip: `10.${k % 250}.${(ip >> 8) & 255}.${ip++ & 255}` };
-          const at = new Date().toISOString();
-          const events = [
-            { seq: 1, at, type: "started" },
-            { seq: 2, at, type: "result", ok: true, data },
-          ];
-          await timed("POST /agent/v1/jobs/:id/events", () =>
-            agent.post(`/agent/v1/jobs/${job.id}/events`, { events }),
-          );
+          if (sent !== undefined) window?.dispatch.push(arrived - sent);
+          heldAt(job.id, Date.now());
         }
+        // Like the agent's outbox (its claim loop never waits for its reports): the job's
+        // events go out while this agent claims again.
+        reports.push(
+          (async () => {
+            for (const job of jobs) {
+              const data =
+                job.action === "delete" ? {} : { ip: `10.${k % 250}.${(ip >> 8) & 255}.${ip++ & 255}` };
+              const at = new Date().toISOString();
+              const events = [
+                { seq: 1, at, type: "started" },
+                { seq: 2, at, type: "result", ok: true, data },
+              ];
+              await timed("POST /agent/v1/jobs/:id/events", () =>
+                agent.post(`/agent/v1/jobs/${job.id}/events`, { events }),
+              );
+            }
+          })(),
+        );
       }
     };
 
@@ -181,15 +224,22 @@ async function run(replicaCount: number): Promise<RunResult> {
       );
       users.push(...(await Promise.all(batch)));
     }
+    const think = () =>
+      thinkMs > 0 ? new Promise((r) => setTimeout(r, thinkMs * (0.5 + Math.random()))) : undefined;
     const userLoop = async (user: TestClient, u: number) => {
+      // Users arrive over one think time, not all in the same millisecond.
+      await new Promise((r) => setTimeout(r, Math.random() * thinkMs));
       let seq = 0;
-      while (running) {
+      for (; running; await think()) {
         const list = await timed("GET /api/v1/boxes", () => user.get("/api/v1/boxes"));
         const mine: Array<{ slug: string; status: string }> = list.body?.boxes ?? [];
         if (mine.length < 2) {
           const name = `u${u}-${seq++}`;
           sentAt.set(`${name}:create`, now());
-          await timed("POST /api/v1/boxes", () => user.post("/api/v1/boxes", { template: "minimal", name }));
+          const res = await timed("POST /api/v1/boxes", () =>
+            user.post("/api/v1/boxes", { template: "minimal", name }),
+          );
+          createdAt(res.body?.job);
           continue;
         }
         const box = mine[Math.floor(Math.random() * mine.length)]!;
@@ -206,47 +256,59 @@ async function run(replicaCount: number): Promise<RunResult> {
           continue;
         }
         sentAt.set(`${box.slug}:${action}`, now());
-        if (action === "delete") {
-          await timed("DELETE /api/v1/boxes/:slug", () => user.del(`/api/v1/boxes/${box.slug}`));
-        } else {
-          await timed(`POST /api/v1/boxes/:slug/${action}`, () =>
-            user.post(`/api/v1/boxes/${box.slug}/${action}`),
-          );
-        }
+        const res =
+          action === "delete"
+            ? await timed("DELETE /api/v1/boxes/:slug", () => user.del(`/api/v1/boxes/${box.slug}`))
+            : await timed(`POST /api/v1/boxes/:slug/${action}`, () =>
+                user.post(`/api/v1/boxes/${box.slug}/${action}`),
+              );
+        createdAt(res.body?.job);
       }
     };
 
     // Sign-ups take minutes: heartbeat again so every host is fresh for placement.
     await Promise.all(agentClients.map((a) => a.post("/agent/v1/heartbeat", heartbeat())));
     const loops = [...agentClients.map(agentLoop), ...users.map(userLoop)];
-    await new Promise((r) => setTimeout(r, WARMUP_MS));
-    measuring = true;
-    const cpu0 = process.cpuUsage();
-    const replicasCpu = cpuOf(replicas.map((r) => r.pid!));
-    const postgresCpu = cpuOf(postgresPids());
-    const busy0 = machineBusy();
-    const t0 = now();
-    await new Promise((r) => setTimeout(r, SECONDS * 1000));
-    measuring = false;
-    const elapsed = (now() - t0) / 1000;
-    const cpu = process.cpuUsage(cpu0);
-    const used = {
-      generator: (cpu.user + cpu.system) / 1e6 / elapsed,
-      replicas: replicasCpu() / elapsed,
-      postgres: postgresCpu() / elapsed,
-      machine: (machineBusy() - busy0) / elapsed,
+    /** Waits `warmupMs`, then measures SECONDS with the users thinking `think` ms between calls. */
+    const measure = async (think: number, warmupMs: number): Promise<Window> => {
+      thinkMs = think;
+      await new Promise((r) => setTimeout(r, warmupMs));
+      const w: Window = {
+        seconds: 0,
+        routes: new Map(),
+        errors: 0,
+        refused: 0,
+        dispatch: [],
+        claim: [],
+        cpu: { generator: 0, replicas: 0, postgres: 0, machine: 0 },
+      };
+      window = w;
+      const cpu0 = process.cpuUsage();
+      const replicasCpu = cpuOf(replicas.map((r) => r.pid!));
+      const postgresCpu = cpuOf(postgresPids());
+      const busy0 = machineBusy();
+      const t0 = now();
+      await new Promise((r) => setTimeout(r, SECONDS * 1000));
+      window = null;
+      w.seconds = (now() - t0) / 1000;
+      const cpu = process.cpuUsage(cpu0);
+      w.cpu = {
+        generator: (cpu.user + cpu.system) / 1e6 / w.seconds,
+        replicas: replicasCpu() / w.seconds,
+        postgres: postgresCpu() / w.seconds,
+        machine: (machineBusy() - busy0) / w.seconds,
+      };
+      return w;
     };
+    // Paced first: the saturated window's backlog (queued requests and jobs) would spill
+    // into it. Its warm-up spans the users' arrival (one think time).
+    const paced = await measure(THINK_MS, THINK_MS + WARMUP_MS);
+    // Then every user's last think (at most 1.5 think times) ends before the saturated window.
+    const saturated = await measure(0, (THINK_MS * 3) / 2 + WARMUP_MS);
     running = false;
     await Promise.all(loops);
-    return {
-      replicas: replicaCount,
-      seconds: elapsed,
-      routes,
-      errors,
-      refused,
-      dispatch,
-      cpu: used,
-    };
+    await Promise.all(reports);
+    return { replicas: replicaCount, saturated, paced };
   } finally {
     for (const r of replicas) await r.remove();
     await db.drop();
@@ -259,43 +321,40 @@ for (const n of RUNS) {
   results.push(await run(n));
 }
 
-const total = (r: RunResult) => [...r.routes.values()].reduce((a, l) => a + l.length, 0);
-const rps = (r: RunResult) => total(r) / r.seconds;
+const total = (w: Window) => [...w.routes.values()].reduce((a, l) => a + l.length, 0);
+const rps = (w: Window) => total(w) / w.seconds;
 const ms = (x: number) => (Number.isNaN(x) ? "-" : `${x.toFixed(1)}`);
 const col = (s: string, w = 24) => s.padEnd(w);
-console.log(
-  `load: ${AGENTS} agents, ${USERS} users, ${SECONDS} s measured after ${WARMUP_MS / 1000} s warm-up, PostgreSQL, each replica its own process`,
-);
-console.log(col("", 36) + results.map((r) => col(`${r.replicas} replica(s)`)).join(""));
-console.log(col("requests/s (all routes below)", 36) + results.map((r) => col(rps(r).toFixed(0))).join(""));
-console.log(col("500 answers", 36) + results.map((r) => col(String(r.errors))).join(""));
-console.log(col("503 answers (no capacity)", 36) + results.map((r) => col(String(r.refused))).join(""));
-console.log(
-  col("dispatch p50/p99 ms (n)", 36) +
-    results
-      .map((r) => col(`${ms(pct(r.dispatch, 50))} / ${ms(pct(r.dispatch, 99))} (${r.dispatch.length})`))
-      .join(""),
-);
-const names = [...new Set(results.flatMap((r) => [...r.routes.keys()]))].sort();
-for (const name of names) {
-  console.log(
-    col(`  ${name}`, 36) +
-      results
-        .map((r) => {
-          const l = r.routes.get(name) ?? [];
-          return col(`${ms(pct(l, 50))} / ${ms(pct(l, 99))} ms (${l.length})`);
-        })
-        .join(""),
-  );
+
+/** One window of every run, side by side. */
+function table(title: string, pick: (r: RunResult) => Window): void {
+  const windows = results.map(pick);
+  const row = (label: string, cell: (w: Window) => string) =>
+    console.log(col(label, 36) + windows.map((w) => col(cell(w))).join(""));
+  console.log(`\n${title}`);
+  console.log(col("", 36) + results.map((r) => col(`${r.replicas} replica(s)`)).join(""));
+  row("requests/s (all routes below)", (w) => rps(w).toFixed(0));
+  row("500 answers", (w) => String(w.errors));
+  row("503 answers (no capacity)", (w) => String(w.refused));
+  const p50p99 = (l: number[]) => `${ms(pct(l, 50))} / ${ms(pct(l, 99))} ms (${l.length})`;
+  row("claim p50/p99 (job created → held)", (w) => p50p99(w.claim));
+  row("dispatch p50/p99 (call sent → held)", (w) => p50p99(w.dispatch));
+  const names = [...new Set(windows.flatMap((w) => [...w.routes.keys()]))].sort();
+  for (const name of names) row(`  ${name}`, (w) => p50p99(w.routes.get(name) ?? []));
+  row("CPU, cores: replicas", (w) => w.cpu.replicas.toFixed(2));
+  row("           PostgreSQL", (w) => w.cpu.postgres.toFixed(2));
+  row("           load generator", (w) => w.cpu.generator.toFixed(2));
+  row(`           whole machine (of ${availableParallelism()})`, (w) => w.cpu.machine.toFixed(2));
 }
-const cores = (pick: (r: RunResult) => number) => results.map((r) => col(pick(r).toFixed(2))).join("");
-console.log(col("CPU, cores: replicas", 36) + cores((r) => r.cpu.replicas));
-console.log(col("           PostgreSQL", 36) + cores((r) => r.cpu.postgres));
-console.log(col("           load generator", 36) + cores((r) => r.cpu.generator));
-console.log(col(`           whole machine (of ${availableParallelism()})`, 36) + cores((r) => r.cpu.machine));
+
+console.log(
+  `load: ${AGENTS} agents, ${USERS} users, each window ${SECONDS} s measured after a warm-up (paced: its users' arrival + ${WARMUP_MS / 1000} s; saturated: their last think + ${WARMUP_MS / 1000} s), PostgreSQL, each replica its own process`,
+);
+table("saturated: each user's next call as soon as the last is answered", (r) => r.saturated);
+table(`paced: each user thinks ${THINK_MS / 2}–${(THINK_MS * 3) / 2} ms between calls`, (r) => r.paced);
 if (results.length >= 2) {
   const [one, two] = results;
   console.log(
-    `ratio: ${two!.replicas} replicas / ${one!.replicas} replica throughput = ${(rps(two!) / rps(one!)).toFixed(2)}x`,
+    `\nratio (saturated): ${two!.replicas} replicas / ${one!.replicas} replica throughput = ${(rps(two!.saturated) / rps(one!.saturated)).toFixed(2)}x`,
   );
 }

@@ -145,6 +145,36 @@ describe.skipIf(missing !== null)("a QEMU guest paused on a full disk", { timeou
     expect(ns.curl(`http://${hostPort}/cgi-bin/data?mem`).trim()).toBe("(none)");
   });
 
+  it("a guest paused on a full disk while it boots goes on once there is room, and its start succeeds", async () => {
+    await ex.stop(slug, new RecordingReporter());
+    await ex.volumePool?.idle();
+    // The disk fills as the start begins to wait for READY: the booting guest's writes
+    // (its filesystems, its new identity) meet it, and QEMU pauses the guest.
+    let paused = false;
+    let watching: Promise<void> = Promise.resolve();
+    class FillOnWait extends RecordingReporter {
+      override step<T>(name: Parameters<RecordingReporter["step"]>[0], fn: () => Promise<T>): Promise<T> {
+        if (name === "wait_ready") {
+          fs.fill();
+          watching = (async () => {
+            for (let i = 0; i < 150 && !paused; i++) {
+              paused = (await status().catch(() => "")) === "io-error";
+              if (!paused) await new Promise((r) => setTimeout(r, 100));
+            }
+            fs.free();
+          })();
+        }
+        return super.step(name, fn);
+      }
+    }
+    const up = await ex.start(boxSpec(slug, "10.0.0.2", 2, { tap: false }), new FillOnWait());
+    await watching;
+    expect(paused, "the booting guest never paused on the full disk").toBe(true);
+    expect(await status()).toBe("running");
+    // Booted from its disks: what the first test stored is there.
+    expect(ns.curl(`http://${up(8000)}/cgi-bin/data`).trim()).toBe("after the pause");
+  });
+
   it("a create while the data dir is full fails with a full-disk error, and leaves nothing behind", async () => {
     await ex.volumePool?.idle();
     fs.fill();

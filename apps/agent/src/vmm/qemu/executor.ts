@@ -21,6 +21,7 @@ import { createVolume } from "./disks.ts";
 import { QemuError, VmmExitedError } from "./errors.ts";
 import { buildGoldenSnapshot, currentGolden, pruneGoldenBuilds } from "./golden.ts";
 import { discardSavedMemory, type SavedMemory, savedMemory, saveMemory } from "./hibernate.ts";
+import { contIfIoError } from "./io-pause.ts";
 import { type LaunchDeps, launchBox, type Origin, upstreamOf } from "./launch.ts";
 import { type BoxPaths, boxesDir, boxPaths } from "./layout.ts";
 import { writeMetadataFile } from "./metadata.ts";
@@ -292,16 +293,9 @@ export class QemuExecutor implements Executor {
     return this.#locked(slug, async () => {
       const paths = boxPaths(this.#ctx.dataDir, slug);
       if ((await this.#state(paths)) !== "running") return false;
-      const qmp = await QmpClient.connect(paths.qmp, 2_000);
-      try {
-        const { status } = await qmp.execute<{ status: string }>("query-status");
-        if (status !== "io-error") return false;
-        await qmp.execute("cont");
-        this.#ctx.log.warn({ slug }, "resumed a VM its VMM had paused on a disk write error");
-        return true;
-      } finally {
-        qmp.close();
-      }
+      if (!(await contIfIoError(paths.qmp))) return false;
+      this.#ctx.log.warn({ slug }, "resumed a VM its VMM had paused on a disk write error");
+      return true;
     });
   }
 

@@ -10,6 +10,7 @@ import { prepareDisks } from "./disks.ts";
 import { QemuError, VmmExitedError } from "./errors.ts";
 import { currentGolden } from "./golden.ts";
 import type { SavedMemory } from "./hibernate.ts";
+import { contIfIoError } from "./io-pause.ts";
 import { type BoxPaths, imagePaths } from "./layout.ts";
 import { startMappedIncoming } from "./mapped-ram.ts";
 import { writeMetadataFile } from "./metadata.ts";
@@ -17,6 +18,7 @@ import { isVmProcess, launchQemu } from "./process.ts";
 import type { QmpClient } from "./qmp.ts";
 import { fileSize, waitReady } from "./ready.ts";
 import { type BoxRecord, type GoldenManifest, writeJson } from "./records.ts";
+import { noRoom } from "./room.ts";
 
 /** Where a box's disks come from: a golden snapshot, the template image, or its own. */
 export type Origin =
@@ -208,6 +210,17 @@ export async function launchBox(
       deps.ctx.readyTimeoutMs,
       () => isVmProcess(pid, paths.dir),
       (mark) => report.mark?.(`guest_${mark}`),
+      // A guest whose write met a full host disk while it comes up is paused by QEMU; once
+      // there is room again it goes on (reconcile does this too, but not while a job holds the box).
+      async () => {
+        if (await noRoom(paths.serial)) return;
+        if (await contIfIoError(paths.qmp).catch(() => false)) {
+          deps.ctx.log.warn(
+            { slug: spec.slug },
+            "resumed a VM paused on a disk write error while it came up",
+          );
+        }
+      },
     ),
   );
   delete record.booting;

@@ -33,7 +33,8 @@ const ROOM_CHECK_MS = 1_000;
  * the guest's line and its detection, but at most one read per 5 ms), and every 50 ms anyway;
  * every 10 ms when it cannot be watched. A timeout during which the log's filesystem was
  * full says so, with an ENOSPC cause (the READY line may have been lost). `onMark` receives the guest's `doppio-t <name>`
- * lines as they arrive (benches time the steps of a restore with them).
+ * lines as they arrive (benches time the steps of a restore with them). `everySecond` runs
+ * once a second from the first second on (a ready guest seldom waits for it).
  */
 export async function waitReady(
   serialLog: string,
@@ -42,6 +43,7 @@ export async function waitReady(
   timeoutMs: number,
   alive: () => Promise<boolean>,
   onMark?: (name: string) => void,
+  everySecond?: () => Promise<void>,
 ): Promise<void> {
   const needle = readyLine(generation);
   const deadline = Date.now() + timeoutMs;
@@ -102,9 +104,10 @@ export async function waitReady(
         lastAliveCheck = Date.now();
         if (!(await alive())) throw new VmmExitedError(`VMM exited before ready; console: ${tail(text)}`);
       }
-      if (!fullSeen && Date.now() - lastRoomCheck >= ROOM_CHECK_MS) {
+      if (Date.now() - lastRoomCheck >= ROOM_CHECK_MS) {
         lastRoomCheck = Date.now();
-        fullSeen = await noRoom(serialLog);
+        if (!fullSeen) fullSeen = await noRoom(serialLog);
+        await everySecond?.();
       }
       if (Date.now() > deadline) {
         const message = `no DOPPIO-READY ${generation} within ${timeoutMs} ms; console: ${tail(text)}`;
