@@ -23,6 +23,21 @@ export class AgentError extends CodedError<AgentErrorCode> {
   override readonly name = "AgentError";
 }
 
+const runsOn = new WeakSet<object>();
+
+/**
+ * Marks the error a box action failed with as one after which the box's VM runs on and
+ * serves as before (its routes are back): the job's result says so (JobFailure.boxRunning).
+ */
+export function boxRunsOn<E>(err: E): E {
+  if (typeof err === "object" && err !== null) runsOn.add(err);
+  return err;
+}
+
+export function ranOn(err: unknown): boolean {
+  return typeof err === "object" && err !== null && runsOn.has(err);
+}
+
 /** The message a job result carries: ours verbatim, anything else by its message. */
 export function failureMessage(err: unknown): string {
   if (err instanceof Error) return err.message || err.name;

@@ -92,6 +92,50 @@ describe("hibernate and resume through the control plane and the agent", () => {
 
 // A box whose VMM already died (guest crash, kill -9) has no memory to keep: hibernate's
 // desired state (stopped) is still reachable, so the job succeeds as a plain stop and says why.
+describe("a hibernate whose save fails while the VMM lives on", () => {
+  let cp: TestCp;
+  let a: TestAgent;
+
+  beforeAll(async () => {
+    cp = await startCp();
+    a = await startAgent({ cpUrl: cp.url, token: cp.agentToken });
+    await waitForHeartbeat(cp);
+    expect((await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "awake" })).status).toBe(202);
+    await waitForBox(cp, "awake", "running");
+  });
+  afterAll(async () => {
+    await a?.close();
+    await cp?.close();
+  });
+
+  it("leaves the box running and routed at both ends, the job failed with the save's error", async () => {
+    const full = Object.assign(new Error("write vmstate: no space left on device"), { code: "ENOSPC" });
+    a.fake.failNextHibernate("awake", new Error("saving the memory failed", { cause: full }));
+    expect((await cp.admin.post("/api/v1/boxes/awake/hibernate")).status).toBe(202);
+    const box = await waitFor("the failed hibernate to settle", async () => {
+      const b = (await cp.admin.get("/api/v1/boxes/awake")).body;
+      return b.status === "running" && b.statusReason ? b : null;
+    });
+    expect(box).toMatchObject({
+      desiredState: "running",
+      statusReason: "hibernate failed: saving the memory failed",
+      errorCode: "disk_full",
+      memoryFileBytes: null,
+    });
+    const [job] = await boxJobs(cp, "awake");
+    expect(job).toMatchObject({ action: "hibernate", status: "failed", errorCode: "disk_full" });
+    expect(a.fake.vm("awake")!.state).toBe("running");
+    expect(a.routes.get("awake")!.state).toBe("running");
+    expect(a.agent.boxes.get("awake")!.desiredState).toBe("running");
+    // It hibernates once there is room.
+    expect((await cp.admin.post("/api/v1/boxes/awake/hibernate")).status).toBe(202);
+    expect(await waitForBox(cp, "awake", "hibernated")).toMatchObject({
+      statusReason: null,
+      errorCode: null,
+    });
+  });
+});
+
 describe("hibernate of a box whose VMM has exited", () => {
   let cp: TestCp;
   let a: TestAgent;

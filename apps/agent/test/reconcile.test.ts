@@ -5,6 +5,7 @@ import {
   startCp,
   type TestAgent,
   type TestCp,
+  waitFor,
   waitForBox,
   waitForHeartbeat,
 } from "./support/agent-harness.ts";
@@ -53,6 +54,27 @@ describe("reconcile", () => {
     a.fake.pauseOnIoError("resting");
     expect(await a.agent.reconciler.reconcileOnce()).toEqual([]);
     expect(await a.fake.resumeIfIoPaused("resting")).toBe(true);
+  });
+
+  it("resumes a paused guest while another box's restart is still booting", async () => {
+    await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "steady" });
+    await waitForBox(cp, "steady", "running");
+    await a.agent.runner.idle();
+    const starts = () => a.fake.calls.filter((c) => c.method === "start" && c.slug === "phoenix").length;
+    const before = starts();
+    const release = a.fake.holdStarts("phoenix");
+    try {
+      a.fake.kill("phoenix");
+      a.agent.reconciler.wake();
+      await waitFor("phoenix's restart", () => starts() > before);
+      a.fake.pauseOnIoError("steady");
+      a.agent.reconciler.wake();
+      await waitFor("steady to be resumed", () => !a.fake.isIoPaused("steady"), 5_000);
+      expect(await a.fake.inspect("phoenix")).toBe("exited");
+    } finally {
+      release();
+    }
+    await waitFor("phoenix to run", async () => (await a.fake.inspect("phoenix")) === "running");
   });
 
   it("removes VMs, TAPs and addresses that belong to no box", async () => {

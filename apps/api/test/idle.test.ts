@@ -176,5 +176,36 @@ for (const kind of DB_KINDS) {
       // A running box is not woken.
       expect((await agent.post("/agent/v1/boxes/sleepy/wake", {})).status).toBe(409);
     });
+
+    it("a hibernate that fails while the guest runs on leaves the box running, saying why, and the sweep waits a whole timeout", async () => {
+      /** The agent claims the pending hibernate and reports it failed with `result`'s fields. */
+      const failHibernate = async (result: Record<string, unknown>) => {
+        const claimed = (await agent.post("/agent/v1/jobs/claim", { waitMs: 0 })).body.jobs;
+        expect(claimed.map((j: { action: string }) => j.action)).toEqual(["hibernate"]);
+        const events = [{ seq: 1, at: at(), type: "result", ok: false, ...result }];
+        expect((await agent.post(`/agent/v1/jobs/${claimed[0].id}/events`, { events })).status).toBe(200);
+      };
+      minutes(31);
+      expect(await sweep()).toEqual(["sleepy"]);
+      const error = "saving the memory failed: no space left on device";
+      await failHibernate({ code: "disk_full", error, boxRunning: true });
+      expect(await box("sleepy")).toMatchObject({
+        status: "running",
+        desiredState: "running",
+        statusReason: `hibernate failed: ${error}`,
+        errorCode: "disk_full",
+        idleHibernatesAt: new Date(now + 30 * 60_000).toISOString(),
+      });
+      expect(await sweep()).toEqual([]);
+      minutes(31);
+      expect(await sweep()).toEqual(["sleepy"]);
+      // Without the agent saying the guest runs on, a failed hibernate is an error.
+      await failHibernate({ code: "disk_full", error });
+      expect(await box("sleepy")).toMatchObject({
+        status: "error",
+        statusReason: error,
+        errorCode: "disk_full",
+      });
+    });
   });
 }

@@ -124,6 +124,11 @@ export const JobFailure = z.object({
   ok: z.literal(false),
   code: JobErrorCode,
   error: z.string().min(1).max(4000),
+  /**
+   * The box's VM runs on and serves as before the job (a hibernate whose save failed while
+   * its VMM lived on): the box is running again, with the failure as its reason.
+   */
+  boxRunning: z.literal(true).optional(),
 });
 type JobFailure = z.infer<typeof JobFailure>;
 export type JobOutcome = JobSuccess | JobFailure;
@@ -142,11 +147,12 @@ void everyActionCovered;
  */
 export function parseJobResult(
   action: JobAction,
-  result: { ok: boolean; data?: unknown; code?: string; error?: string },
+  result: { ok: boolean; data?: unknown; code?: string; error?: string; boxRunning?: boolean },
 ): { ok: true; outcome: JobOutcome } | { ok: false; problems: string[] } {
+  const { code, error, boxRunning } = result;
   const parsed = result.ok
     ? JobSuccess.safeParse({ action, ok: true, data: result.data ?? {} })
-    : JobFailure.safeParse({ action, ok: false, code: result.code, error: result.error });
+    : JobFailure.safeParse({ action, ok: false, code, error, ...(boxRunning ? { boxRunning } : {}) });
   if (parsed.success) return { ok: true, outcome: parsed.data };
   return {
     ok: false,
@@ -203,6 +209,8 @@ export const JobEvent = z.discriminatedUnion("type", [
     /** Failed: the message and its code. Loose here: parseJobResult checks the contract. */
     error: z.string().max(4000).optional(),
     code: z.string().max(64).optional(),
+    /** Failed: the box's VM runs on as before the job (JobFailure.boxRunning). */
+    boxRunning: z.boolean().optional(),
     /** Succeeded: the action's result (JobSuccess), e.g. `{ ip }` for a create. */
     data: z.record(z.string(), z.unknown()).optional(),
   }),

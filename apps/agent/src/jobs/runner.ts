@@ -1,7 +1,7 @@
 import { JobErrorCode, type ProtocolJobErrorCode, parseJobResult } from "@doppio/contracts";
 import type { Logger } from "pino";
 import type { Clock } from "../clock.ts";
-import { type AgentErrorCode, failureMessage } from "../errors.ts";
+import { type AgentErrorCode, failureMessage, ranOn } from "../errors.ts";
 import type { Metrics } from "../metrics.ts";
 import type { JobStore, StoredJob } from "../store/jobs.ts";
 import { type HandlerDeps, type Registry, type ResolvedJob, resolveJob } from "./registry.ts";
@@ -243,7 +243,14 @@ export class JobRunner {
     if (!result.ok) log.warn({ err: result.err, code: result.code }, "job failed");
     store.finish(
       job.id,
-      result.ok ? { ok: true, data: result.data } : { ok: false, code: result.code, error: result.error },
+      result.ok
+        ? { ok: true, data: result.data }
+        : {
+            ok: false,
+            code: result.code,
+            error: result.error,
+            ...(ranOn(result.err) ? { boxRunning: true } : {}),
+          },
       clock.now().toISOString(),
     );
     this.#d.onEvent();

@@ -18,6 +18,13 @@ export type ReconcileAction =
   | { kind: "edge_reloaded" }
   | { kind: "failed"; what: string; error: string };
 
+/** One pass: host-wide actions before and after the per-box corrections it began. */
+interface Pass {
+  before: ReconcileAction[];
+  boxes: Array<Promise<ReconcileAction | null>>;
+  after: ReconcileAction[];
+}
+
 export type BoxCorrection = "start" | "publish_running" | "publish_stopped" | null;
 
 /**
@@ -61,25 +68,29 @@ export interface ReconcileDeps {
  * correction is one small idempotent action, and per-box work joins the box's job queue.
  */
 export class Reconciler extends BackgroundLoop {
-  #inflight: Promise<ReconcileAction[]> | null = null;
+  #inflight: Promise<Pass> | null = null;
+  /** Per-box corrections still running: a restart lasts a guest's whole boot. */
+  readonly #corrections = new Set<Promise<ReconcileAction | null>>();
 
   constructor(private readonly d: ReconcileDeps) {
     super();
   }
 
-  /** Runs one pass (concurrent callers share it). */
-  reconcileOnce(): Promise<ReconcileAction[]> {
-    this.#inflight ??= this.#pass().finally(() => {
-      this.#inflight = null;
-    });
-    return this.#inflight;
+  /** Runs one pass (concurrent callers share it) and waits for the per-box corrections it began. */
+  async reconcileOnce(): Promise<ReconcileAction[]> {
+    const pass = await this.#sharedPass();
+    const boxes = (await Promise.all(pass.boxes)).filter((a) => a !== null);
+    return [...pass.before, ...boxes, ...pass.after];
   }
 
   protected run(signal: AbortSignal): Promise<void> {
+    // The loop does not wait for per-box corrections: a box restarting (a boot, up to minutes
+    // under TCG) must not hold back the next pass, which resumes a guest paused on a full
+    // disk or restores a route on another box. A box still being corrected is busy, and skipped.
     return this.repeat(signal, {
       intervalMs: this.d.intervalMs,
       retryMs: () => this.d.intervalMs,
-      pass: () => this.reconcileOnce(),
+      pass: () => this.#sharedPass(),
       failed: (err) => this.d.log.error({ err }, "reconcile pass failed"),
     });
   }
@@ -87,9 +98,36 @@ export class Reconciler extends BackgroundLoop {
   override async stop(): Promise<void> {
     await super.stop();
     await this.#inflight;
+    await Promise.all(this.#corrections);
   }
 
-  async #pass(): Promise<ReconcileAction[]> {
+  #sharedPass(): Promise<Pass> {
+    this.#inflight ??= this.#pass().finally(() => {
+      this.#inflight = null;
+    });
+    return this.#inflight;
+  }
+
+  /** Starts one box's correction in its queue; it counts and logs itself when it ends. */
+  #correct(slug: string, fn: () => Promise<ReconcileAction | null>): Promise<ReconcileAction | null> {
+    const work = this.d.runner.runForBox(slug, fn).then(
+      (a) => {
+        if (a) this.d.metrics.reconcileActions.inc({ action: a.kind });
+        return a;
+      },
+      (err: unknown) => {
+        this.d.log.warn({ err, what: `box ${slug}` }, "reconcile action failed");
+        this.d.metrics.reconcileActions.inc({ action: "failed" });
+        const error = err instanceof Error ? err.message : String(err);
+        return { kind: "failed", what: `box ${slug}`, error } as const;
+      },
+    );
+    this.#corrections.add(work);
+    void work.finally(() => this.#corrections.delete(work));
+    return work;
+  }
+
+  async #pass(): Promise<Pass> {
     const h = this.d.handlers;
     const actions: ReconcileAction[] = [];
     const attempt = async (what: string, fn: () => Promise<ReconcileAction | null>) => {
@@ -110,12 +148,13 @@ export class Reconciler extends BackgroundLoop {
         return null;
       });
     }
+    const before = actions.splice(0);
 
-    const boxes = h.boxes.all();
-    for (const box of boxes) {
+    const boxes: Array<Promise<ReconcileAction | null>> = [];
+    for (const box of h.boxes.all()) {
       if (this.d.runner.busy(box.slug)) continue;
-      await attempt(`box ${box.slug}`, () =>
-        this.d.runner.runForBox(box.slug, async () => {
+      boxes.push(
+        this.#correct(box.slug, async () => {
           const current = h.boxes.get(box.slug);
           if (!current) return null;
           const state = await h.executor.inspect(box.slug);
@@ -199,8 +238,9 @@ export class Reconciler extends BackgroundLoop {
       );
     }
 
-    for (const a of actions) this.d.metrics.reconcileActions.inc({ action: a.kind });
-    if (actions.length > 0) this.d.log.info({ actions }, "reconcile corrected the host");
-    return actions;
+    const hostWide = [...before, ...actions];
+    for (const a of hostWide) this.d.metrics.reconcileActions.inc({ action: a.kind });
+    if (hostWide.length > 0) this.d.log.info({ actions: hostWide }, "reconcile corrected the host");
+    return { before, boxes, after: actions };
   }
 }

@@ -116,6 +116,30 @@ export class FakeExecutor implements Executor, HostNetwork {
     return this.#ioPaused.delete(slug);
   }
 
+  isIoPaused(slug: string): boolean {
+    return this.#ioPaused.has(slug);
+  }
+
+  /** Starts of these boxes wait for their release (a guest whose boot takes long). */
+  readonly #startGates = new Map<string, Promise<void>>();
+
+  /** Holds the next starts of `slug` until the returned function is called. */
+  holdStarts(slug: string): () => void {
+    let release!: () => void;
+    this.#startGates.set(slug, new Promise<void>((r) => (release = r)));
+    return () => {
+      this.#startGates.delete(slug);
+      release();
+    };
+  }
+
+  /** The next hibernate of each box here fails with its error, the VM running on (a save that met a full disk). */
+  readonly #hibernateFailures = new Map<string, Error>();
+
+  failNextHibernate(slug: string, err: Error): void {
+    this.#hibernateFailures.set(slug, err);
+  }
+
   /** Simulates a VMM that died (crash, OOM kill): disks stay, the process is gone. */
   kill(slug: string): void {
     const vm = this.#host.vms[slug];
@@ -174,6 +198,7 @@ export class FakeExecutor implements Executor, HostNetwork {
 
   async start(spec: VmSpec, report: StepReporter): Promise<Upstream> {
     this.#record("start", spec.slug);
+    await this.#startGates.get(spec.slug);
     const vm = this.#host.vms[spec.slug];
     if (!vm) throw new Error(`box ${spec.slug} has no disks on this host`);
     const resume = vm.state === "hibernated";
@@ -188,7 +213,10 @@ export class FakeExecutor implements Executor, HostNetwork {
     const vm = this.#host.vms[slug];
     if (vm?.state === "hibernated") return { memoryFileBytes: FakeExecutor.MEMORY_FILE_BYTES };
     if (vm?.state !== "running") throw new Error(`box ${slug} is not running`);
+    const failure = this.#hibernateFailures.get(slug);
+    this.#hibernateFailures.delete(slug);
     await this.#step(report, "hibernate_vm", () => {
+      if (failure) throw failure;
       this.#endVmm(vm);
       vm.state = "hibernated";
     });

@@ -181,9 +181,22 @@ async function settleBox(tx: Db, boxId: string, outcome: JobOutcome, now: Date):
       .set({ updatedAt: now, ...values })
       .where(eq(boxes.id, boxId));
   if (!outcome.ok) {
-    if (isBoxAction(outcome.action)) {
-      await set({ status: "error", statusReason: outcome.error, errorCode: outcome.code });
+    if (!isBoxAction(outcome.action)) return;
+    if (outcome.boxRunning) {
+      // Its agent keeps the guest running and routed: so is the box, saying what failed. Its
+      // idle timer starts again, so an idle hibernate is tried again after a whole timeout,
+      // not on the reaper's next pass.
+      const statusReason = `${outcome.action} failed: ${outcome.error}`.slice(0, 4000);
+      await set({
+        status: "running",
+        desiredState: "running",
+        statusReason,
+        errorCode: outcome.code,
+        lastActiveAt: now,
+      });
+      return;
     }
+    await set({ status: "error", statusReason: outcome.error, errorCode: outcome.code });
     return;
   }
   switch (outcome.action) {

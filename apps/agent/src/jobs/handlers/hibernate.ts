@@ -1,5 +1,5 @@
 import type { VmState } from "@doppio/contracts";
-import { AgentError, failureMessage } from "../../errors.ts";
+import { AgentError, boxRunsOn, failureMessage } from "../../errors.ts";
 import type { JobHandler } from "../registry.ts";
 import {
   boxRecord,
@@ -60,7 +60,7 @@ export const hibernateHandler: JobHandler<"hibernate"> = {
           if (upstream) publishRunning(deps, p.slug, spec, upstream);
         }
         lost = memoryLost(after);
-        if (!lost) throw err;
+        if (!lost) throw after === "running" ? boxRunsOn(err) : err;
         lost = `${lost}; saving it failed: ${failureMessage(err)}`.slice(0, 500);
       }
     }
