@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { findTemplate } from "@doppio/contracts";
 import pino from "pino";
-import { chromium } from "playwright-core";
+import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type BoxGitStack, boxGitMissing, startBoxGitStack } from "../../../api/test/support/box-git.ts";
 import { buildImage } from "../../src/images/builder.ts";
@@ -43,6 +43,8 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
   let caddy: TestCaddy | null = null;
   let version: string;
   const boxes: Array<{ spec: VmSpec; up: Upstream }> = [];
+  /** code-b's VS Code, driven by the explorer and the terminal tests. */
+  const codeB = workbench(() => `http://${boxes[1]!.up(8888)}/?folder=/workspace`, timings);
   /** Control plane, agent (metadata service), GitHub stand-in serving Git: what the guests talk to. */
   let stack: BoxGitStack;
   /** The agent's name for code-b (its metadata token is the one that agent issued "pusher"). */
@@ -156,6 +158,7 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
 
   afterAll(async () => {
     console.log("code template measurements:", JSON.stringify(timings));
+    await codeB.close();
     await caddy?.dispose();
     if (ex) {
       for (const { slug } of await ex.list())
@@ -252,9 +255,9 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
   it.skipIf(!existsSync(CHROMIUM))(
     "puts a file created in code-server's explorer on the box's data volume",
     async () => {
-      const { spec, up } = boxes[1]!;
+      const { spec } = boxes[1]!;
       const name = `created-in-${spec.slug}-${Date.now()}.txt`;
-      await createFileInCodeServer(`http://${up(8888)}/?folder=/workspace`, name);
+      await createFileInCodeServer(await codeB.page(), name);
       // The volume is a raw ext4 file on the host: read it without the guest's help once the
       // guest's journal commit (every 5 s) has written the new directory entry.
       const volume = boxPaths(dataDir, spec.slug).volume;
@@ -341,21 +344,27 @@ describe.skipIf(missing !== null)("code template: build, golden, boxes (slow)", 
         const res = await fetch(`http://${up(8888)}/vscode-remote-resource?path=${file}`);
         return res.status === 200 ? res.text() : "";
       };
+      const page = await codeB.page();
       const t0 = performance.now();
-      await inCodeServerTerminal(`http://${up(8888)}/?folder=/workspace`, read, [
-        {
-          line: [
-            "cd /data/workspace/app-a && { echo 'from the terminal' > terminal.txt && git add terminal.txt",
-            "git commit -qm 'edit from the terminal'",
-            "git push origin HEAD; } > ../push-a.log 2>&1; echo exit=$? >> ../push-a.log",
-          ].join(" && "),
-          log: "/data/workspace/push-a.log",
-        },
-        {
-          line: `git push ${guestGitHub}/octo/app-b.git HEAD:main > ../push-b.log 2>&1; echo exit=$? >> ../push-b.log`,
-          log: "/data/workspace/push-b.log",
-        },
-      ]);
+      await inCodeServerTerminal(
+        page,
+        read,
+        [
+          {
+            line: [
+              "cd /data/workspace/app-a && { echo 'from the terminal' > terminal.txt && git add terminal.txt",
+              "git commit -qm 'edit from the terminal'",
+              "git push origin HEAD; } > ../push-a.log 2>&1; echo exit=$? >> ../push-a.log",
+            ].join(" && "),
+            log: "/data/workspace/push-a.log",
+          },
+          {
+            line: `git push ${guestGitHub}/octo/app-b.git HEAD:main > ../push-b.log 2>&1; echo exit=$? >> ../push-b.log`,
+            log: "/data/workspace/push-b.log",
+          },
+        ],
+        timings,
+      );
       timings.terminalPushMs = Math.round(performance.now() - t0);
       const pushA = await read("/data/workspace/push-a.log");
       expect(pushA).toContain("exit=0");
@@ -415,36 +424,28 @@ function debugfs(image: string, request: string): string {
  * Explorer > New File..., name, Enter. The file is created by code-server's remote file
  * system in the guest. Under TCG the workbench takes a while: actions are retried.
  */
-async function createFileInCodeServer(url: string, name: string): Promise<void> {
-  const browser = await launchChromium();
-  try {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
-    await page.goto(url, { waitUntil: "domcontentloaded", timeout: 120_000 });
-    await page.waitForSelector(".explorer-folders-view", { timeout: 180_000 });
-    const newFile = page.locator('.pane-header [aria-label^="New File"]').first();
-    const input = page.locator(".explorer-item-edited input").first();
-    for (let i = 0; ; i++) {
-      await page.locator('.pane-header:has-text("WORKSPACE")').first().hover();
-      await newFile.click({ timeout: 5_000 }).catch(() => newFile.dispatchEvent("click"));
-      if (
-        await input.waitFor({ timeout: 5_000 }).then(
-          () => true,
-          () => false,
-        )
+async function createFileInCodeServer(page: Page, name: string): Promise<void> {
+  const newFile = page.locator('.pane-header [aria-label^="New File"]').first();
+  const input = page.locator(".explorer-item-edited input").first();
+  for (let i = 0; ; i++) {
+    await page.locator('.pane-header:has-text("WORKSPACE")').first().hover();
+    await newFile.click({ timeout: 5_000 }).catch(() => newFile.dispatchEvent("click"));
+    if (
+      await input.waitFor({ timeout: 5_000 }).then(
+        () => true,
+        () => false,
       )
-        break;
-      if (i >= 40) throw new Error("code-server's explorer never offered a new-file input");
-    }
-    await input.fill(name);
-    await input.press("Enter");
-    // Created: the explorer lists it (code-server answered the remote file system's create).
-    await page
-      .locator(`.explorer-folders-view .monaco-list-row:has-text("${name}")`)
-      .first()
-      .waitFor({ timeout: 120_000 });
-  } finally {
-    await browser.close();
+    )
+      break;
+    if (i >= 40) throw new Error("code-server's explorer never offered a new-file input");
   }
+  await input.fill(name);
+  await input.press("Enter");
+  // Created: the explorer lists it (code-server answered the remote file system's create).
+  await page
+    .locator(`.explorer-folders-view .monaco-list-row:has-text("${name}")`)
+    .first()
+    .waitFor({ timeout: 120_000 });
 }
 
 /**
@@ -454,11 +455,12 @@ async function createFileInCodeServer(url: string, name: string): Promise<void> 
  * again until it does (under TCG the terminal starts slowly).
  */
 async function inCodeServerTerminal(
-  url: string,
+  page: Page,
   read: (file: string) => Promise<string>,
   lines: Array<{ line: string; log: string }>,
+  timings: Record<string, number | string>,
 ): Promise<void> {
-  const browser = await launchChromium();
+  const t0 = performance.now();
   const waitFor = async (file: string, tries: number) => {
     for (let i = 0; i < tries; i++) {
       if ((await read(file)).includes("exit=")) return true;
@@ -466,35 +468,56 @@ async function inCodeServerTerminal(
     }
     return false;
   };
-  try {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
-    await page.goto(url, { waitUntil: "domcontentloaded", timeout: 120_000 });
-    await page.waitForSelector(".explorer-folders-view", { timeout: 180_000 });
-    // xterm's input is an invisible textarea; its screen is what shows.
-    const screen = page.locator(".terminal-wrapper .xterm-screen").first();
-    for (let i = 0; !(await screen.isVisible().catch(() => false)); i++) {
-      if (i >= 3) throw new Error("code-server's terminal never opened");
-      // Terminal: Create New Terminal (not the toggle: under TCG a slow panel would be
-      // closed again by the next press).
-      await page.keyboard.press("Control+Shift+Backquote");
-      await screen.waitFor({ timeout: 90_000 }).catch(() => undefined);
-    }
-    const ready = `/data/workspace/.terminal-${Date.now()}`;
-    for (let i = 0; ; i++) {
-      await page.locator(".terminal-wrapper .xterm").first().click();
-      await page.keyboard.type(`echo exit=0 > ${ready}`, { delay: 10 });
-      await page.keyboard.press("Enter");
-      if (await waitFor(ready, 20)) break;
-      if (i >= 6) throw new Error("code-server's terminal never ran a command");
-    }
-    for (const { line, log } of lines) {
-      await page.keyboard.type(line, { delay: 10 });
-      await page.keyboard.press("Enter");
-      if (!(await waitFor(log, 180))) throw new Error(`the terminal never finished: ${line}`);
-    }
-  } finally {
-    await browser.close();
+  // xterm's input is an invisible textarea; its screen is what shows.
+  const screen = page.locator(".terminal-wrapper .xterm-screen").first();
+  for (let i = 0; !(await screen.isVisible().catch(() => false)); i++) {
+    if (i >= 3) throw new Error("code-server's terminal never opened");
+    // Terminal: Create New Terminal (not the toggle: under TCG a slow panel would be
+    // closed again by the next press).
+    await page.keyboard.press("Control+Shift+Backquote");
+    await screen.waitFor({ timeout: 90_000 }).catch(() => undefined);
   }
+  const ready = `/data/workspace/.terminal-${Date.now()}`;
+  for (let i = 0; ; i++) {
+    await page.locator(".terminal-wrapper .xterm").first().click();
+    await page.keyboard.type(`echo exit=0 > ${ready}`, { delay: 10 });
+    await page.keyboard.press("Enter");
+    if (await waitFor(ready, 20)) break;
+    if (i >= 6) throw new Error("code-server's terminal never ran a command");
+  }
+  timings.terminalReadyMs = Math.round(performance.now() - t0);
+  for (const [i, { line, log }] of lines.entries()) {
+    const t1 = performance.now();
+    await page.keyboard.type(line, { delay: 10 });
+    await page.keyboard.press("Enter");
+    if (!(await waitFor(log, 180))) throw new Error(`the terminal never finished: ${line}`);
+    timings[`terminalLine${i + 1}Ms`] = Math.round(performance.now() - t1);
+  }
+}
+
+/**
+ * code-server's workbench at `url` in Debian's Chromium, opened once and shared by the tests
+ * that drive it (under TCG one load takes a minute or more); closed by `close`.
+ */
+function workbench(url: () => string, timings: Record<string, number | string>) {
+  let opened: Promise<{ browser: Browser; page: Page }> | null = null;
+  return {
+    page: async () => {
+      opened ??= (async () => {
+        const t0 = performance.now();
+        const browser = await launchChromium();
+        const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+        await page.goto(url(), { waitUntil: "domcontentloaded", timeout: 120_000 });
+        await page.waitForSelector(".explorer-folders-view", { timeout: 180_000 });
+        timings.workbenchLoadMs = Math.round(performance.now() - t0);
+        return { browser, page };
+      })();
+      return (await opened).page;
+    },
+    close: async () => {
+      await (await opened?.catch(() => null))?.browser.close();
+    },
+  };
 }
 
 function launchChromium() {

@@ -8,6 +8,16 @@ const LockAnswer = z.object({ rows: z.array(z.object({ ok: z.boolean() })) });
 /** First half of every advisory-lock key this control plane takes ("dop"), so other users of the database do not collide. */
 const LOCK_CLASS = 0x646f70;
 
+/**
+ * Holds, until `tx` ends, the lock of decisions taken one at a time across replicas:
+ * placement counts what every server has free, so concurrent creates count in turn. An
+ * advisory lock, not row locks on the servers: heartbeats update those rows and must not
+ * queue behind every create.
+ */
+export async function serializeIn(tx: Db, decision: "placement"): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(${LOCK_CLASS}, hashtext(${decision}))`);
+}
+
 /** Work that must run on one replica at a time, named for its advisory lock. */
 export type ExclusiveTask = "lease-reaper" | "server-liveness" | "idle-sweep" | "billing";
 

@@ -16,6 +16,7 @@ import { newId } from "../auth/secrets.ts";
 import { requireCredit } from "../billing/funds.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
+import { serializeIn } from "../db/exclusive.ts";
 import { agentJobs, boxes, servers, serverTemplates, templates, users } from "../db/schema.ts";
 import { type Candidate, placeBox } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
@@ -77,14 +78,13 @@ async function jobPayload(ctx: Ctx, tx: Db, box: BoxRow): Promise<BoxJobPayload>
   };
 }
 
-/** Servers with what they have free and their golden status for the template, read in `tx`. */
+/**
+ * Servers with what they have free and their golden status for the template, read in `tx`
+ * once it holds the placement lock.
+ */
 async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
-  const rows = await tx
-    .select()
-    .from(servers)
-    .where(eq(servers.status, "active"))
-    .orderBy(servers.name)
-    .for("update");
+  await serializeIn(tx, "placement");
+  const rows = await tx.select().from(servers).where(eq(servers.status, "active")).orderBy(servers.name);
   if (rows.length === 0) return [];
   const used = await usedByServer(tx);
   const golden = await tx
@@ -150,7 +150,7 @@ export async function createBox(
     const slug = req.name ?? generateSlug();
     try {
       const created = await ctx.db.transaction(async (tx) => {
-        // candidates() locks the active servers, so concurrent creates count in turn.
+        // candidates() takes the placement lock, so concurrent creates count in turn.
         const hosts = await candidates(tx, template);
         await checkQuota(ctx, tx, p);
         await requireCredit(ctx, tx, p.userId);
