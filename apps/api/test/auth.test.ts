@@ -1,5 +1,7 @@
+import { eq } from "drizzle-orm";
 import { expect, it } from "vitest";
-import { PASSWORD, TestClient, uniqueEmail } from "./support/client.ts";
+import { sessions } from "../src/db/schema.ts";
+import { PASSWORD, signedInClient, TestClient, uniqueEmail } from "./support/client.ts";
 import { ADMIN_EMAIL } from "./support/control-plane.ts";
 import { describeOnEachDb } from "./support/each-db.ts";
 
@@ -65,6 +67,17 @@ describeOnEachDb("auth", (env) => {
     expect((await client.post("/api/v1/auth/login", { email, password: PASSWORD })).status).toBe(200);
     expect((await client.get("/api/v1/me")).status).toBe(200);
     expect((await client.post("/api/v1/auth/logout")).status).toBe(204);
+    expect((await client.get("/api/v1/me")).status).toBe(401);
+  });
+
+  it("refuses a session past its expiry", async () => {
+    const client = await signedInClient(env().url, "expiring");
+    const me = await client.get("/api/v1/me");
+    expect(me.status).toBe(200);
+    await env()
+      .cp.ctx.db.update(sessions)
+      .set({ expiresAt: new Date(Date.now() - 60_000) })
+      .where(eq(sessions.userId, me.body.id));
     expect((await client.get("/api/v1/me")).status).toBe(401);
   });
 

@@ -92,17 +92,22 @@ export async function login(ctx: Ctx, email: string, password: string): Promise<
   return (await principalForUser(ctx, user.id))!;
 }
 
-export async function principalForUser(ctx: Ctx, userId: string): Promise<Principal | null> {
-  const rows = await ctx.db
+/** A user with their teams (the first one joined is theirs), for one query to narrow. */
+function principalRows(ctx: Ctx) {
+  return ctx.db
     .select({ user: users, team: teams })
     .from(users)
     .innerJoin(teamMembers, eq(teamMembers.userId, users.id))
     .innerJoin(teams, eq(teams.id, teamMembers.teamId))
-    .where(eq(users.id, userId))
-    .orderBy(teamMembers.createdAt)
-    .limit(1);
-  const row = rows[0];
-  if (!row) return null;
+    .$dynamic();
+}
+
+export async function principalForUser(ctx: Ctx, userId: string): Promise<Principal | null> {
+  const [row] = await principalRows(ctx).where(eq(users.id, userId)).orderBy(teamMembers.createdAt).limit(1);
+  return row ? toPrincipal(row) : null;
+}
+
+function toPrincipal(row: { user: typeof users.$inferSelect; team: typeof teams.$inferSelect }): Principal {
   return {
     userId: row.user.id,
     email: row.user.email,
@@ -138,12 +143,14 @@ export async function deleteSession(ctx: Ctx, token: string): Promise<void> {
   await ctx.db.delete(sessions).where(eq(sessions.tokenHash, sha256(token)));
 }
 
+/** The session's user, in one query (every signed-in request asks). */
 export async function principalForSession(ctx: Ctx, token: string): Promise<Principal | null> {
-  const [row] = await ctx.db
-    .select({ userId: sessions.userId })
-    .from(sessions)
-    .where(and(eq(sessions.tokenHash, sha256(token)), gt(sessions.expiresAt, ctx.clock.now())));
-  return row ? principalForUser(ctx, row.userId) : null;
+  const [row] = await principalRows(ctx)
+    .innerJoin(sessions, eq(sessions.userId, users.id))
+    .where(and(eq(sessions.tokenHash, sha256(token)), gt(sessions.expiresAt, ctx.clock.now())))
+    .orderBy(teamMembers.createdAt)
+    .limit(1);
+  return row ? toPrincipal(row) : null;
 }
 
 export async function principalForApiToken(ctx: Ctx, token: string): Promise<Principal | null> {
