@@ -1,13 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   boxJobs,
-  startAgent,
-  startCp,
+  startWithRunningBox,
   type TestAgent,
   type TestCp,
   waitFor,
   waitForBox,
-  waitForHeartbeat,
 } from "./support/agent-harness.ts";
 import { FakeExecutor } from "./support/fake-executor.ts";
 
@@ -18,11 +16,7 @@ describe("hibernate and resume through the control plane and the agent", () => {
   let a: TestAgent;
 
   beforeAll(async () => {
-    cp = await startCp();
-    a = await startAgent({ cpUrl: cp.url, token: cp.agentToken });
-    await waitForHeartbeat(cp);
-    expect((await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "naps" })).status).toBe(202);
-    await waitForBox(cp, "naps", "running");
+    ({ cp, a } = await startWithRunningBox("naps"));
   });
   afterAll(async () => {
     await a?.close();
@@ -97,11 +91,7 @@ describe("a hibernate whose save fails while the VMM lives on", () => {
   let a: TestAgent;
 
   beforeAll(async () => {
-    cp = await startCp();
-    a = await startAgent({ cpUrl: cp.url, token: cp.agentToken });
-    await waitForHeartbeat(cp);
-    expect((await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "awake" })).status).toBe(202);
-    await waitForBox(cp, "awake", "running");
+    ({ cp, a } = await startWithRunningBox("awake"));
   });
   afterAll(async () => {
     await a?.close();
@@ -141,11 +131,7 @@ describe("hibernate of a box whose VMM has exited", () => {
   let a: TestAgent;
 
   beforeAll(async () => {
-    cp = await startCp();
-    a = await startAgent({ cpUrl: cp.url, token: cp.agentToken });
-    await waitForHeartbeat(cp);
-    expect((await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "crashed" })).status).toBe(202);
-    await waitForBox(cp, "crashed", "running");
+    ({ cp, a } = await startWithRunningBox("crashed"));
   });
   afterAll(async () => {
     await a?.close();

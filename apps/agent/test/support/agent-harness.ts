@@ -177,6 +177,17 @@ export async function waitForBox(cp: TestCp, slug: string, status: string, timeo
   );
 }
 
+/** A control plane and an agent core (the fake VMM) that has heartbeated, with one running minimal box. */
+export async function startWithRunningBox(name: string): Promise<{ cp: TestCp; a: TestAgent }> {
+  const cp = await startCp();
+  const a = await startAgent({ cpUrl: cp.url, token: cp.agentToken });
+  await waitForHeartbeat(cp);
+  const res = await cp.admin.post("/api/v1/boxes", { template: "minimal", name });
+  if (res.status !== 202) throw new Error(`create ${name}: ${res.status} ${JSON.stringify(res.body)}`);
+  await waitForBox(cp, name, "running");
+  return { cp, a };
+}
+
 export async function boxJobs(cp: TestCp, slug: string): Promise<any[]> {
   const r = await cp.admin.get(`/api/v1/boxes/${slug}/jobs`);
   if (r.status !== 200) throw new Error(`jobs of ${slug}: ${r.status}`);
