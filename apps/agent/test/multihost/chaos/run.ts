@@ -256,7 +256,14 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
       facts.diskFullHosts.add(host.name);
       log(`  ${stamp()} disk-full #${p.target}: ${host.disks!.fill()} bytes written until ENOSPC`);
       if (guest) {
-        const wrote = await writeIntoGuestOnFullDisk(host, guest.slug);
+        // Room freed meanwhile (a job's undo removing its files) would let the guest's write
+        // through: the disk is topped up while the guest writes, as a runaway writer would.
+        const keepFull = setInterval(() => {
+          try {
+            host.disks!.fill();
+          } catch {}
+        }, 200);
+        const wrote = await writeIntoGuestOnFullDisk(host, guest.slug).finally(() => clearInterval(keepFull));
         log(`  ${stamp()} disk-full #${p.target}: ${wrote.said}`);
         paused = wrote.paused;
         if (!paused) held.delete(guest.slug);
