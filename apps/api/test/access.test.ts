@@ -5,6 +5,7 @@ import { beforeAll, expect, it } from "vitest";
 import { sha256 } from "../src/auth/secrets.ts";
 import { boxAccessGrants, servers } from "../src/db/schema.ts";
 import { accessSessionId, endedBoxAccess } from "../src/services/access.ts";
+import { reapTick } from "../src/services/periodic.ts";
 import { heartbeat, PASSWORD, registerServer, signedInClient, TestClient } from "./support/client.ts";
 import { describeOnEachDb } from "./support/each-db.ts";
 
@@ -116,6 +117,7 @@ describeOnEachDb("private box URLs", (env) => {
     const at = (ms: number) => ({ ...env().cp.ctx, clock: { now: () => new Date(Date.now() + ms) } });
     expect(await endedBoxAccess(at(12 * 3600_000), server!.id)).toContain(laptopSid);
     expect(await endedBoxAccess(at(12 * 3600_000 + 120_000), server!.id)).not.toContain(laptopSid);
+    expect(await reapTick(at(12 * 3600_000 + 120_000))).toMatchObject({ ran: true });
     const left = await env()
       .cp.ctx.db.select()
       .from(boxAccessGrants)

@@ -1,7 +1,11 @@
 import net from "node:net";
-import { setImmediate as tick } from "node:timers/promises";
+import { setTimeout as sleep, setImmediate as tick } from "node:timers/promises";
 import type { Box } from "@doppio/contracts";
+import { eq, sql } from "drizzle-orm";
 import { expect, it } from "vitest";
+import { serializeIn } from "../src/db/exclusive.ts";
+import { rateWindows } from "../src/db/schema.ts";
+import { RateWindow } from "../src/services/rate-limits.ts";
 import { heartbeat, registerServer, signedInClient, TestClient } from "./support/client.ts";
 import { describeOnEachDb } from "./support/each-db.ts";
 
@@ -37,6 +41,51 @@ describeOnEachDb(
       expect((await user.get("/api/v1/boxes")).body.boxes).toHaveLength(2);
       const other = await signedInClient(env().url, "quota-other");
       expect((await other.post("/api/v1/boxes", { template: "minimal", name: "quota-4" })).status).toBe(202);
+    });
+
+    it("counts one user's creates sent at once in turn: exactly the quota is placed", async () => {
+      const agent = await registerServer(await env().admin(), "fc-burst");
+      await agent.post("/agent/v1/heartbeat", heartbeat());
+      const user = await signedInClient(env().url, "quota-burst");
+      // Within the per-minute create limit (3), not within the quota (2).
+      const send = () =>
+        Promise.all(
+          [1, 2, 3].map((i) => user.post("/api/v1/boxes", { template: "minimal", name: `burst-${i}` })),
+        );
+      let creates: ReturnType<typeof send>;
+      if (env().kind === "postgres") {
+        // Placement held here until all three wait on a lock, so none is placed before the
+        // others' transactions began: what keeps them from all passing the quota is the owner's
+        // lock. (PGlite runs one transaction at a time anyway.)
+        const { db } = env().cp.ctx;
+        await db.transaction(async (tx) => {
+          await serializeIn(tx, "placement");
+          creates = send();
+          for (let waiting = 0; waiting < 3; await sleep(20)) {
+            const answer = await db.execute(sql`select count(*)::int as n from pg_locks
+              where locktype = 'advisory' and not granted
+                and database = (select oid from pg_database where datname = current_database())`);
+            waiting = (answer as unknown as { rows: Array<{ n: number }> }).rows[0]!.n;
+          }
+        });
+      } else creates = send();
+      expect((await creates!).map((r) => r.status).sort()).toEqual([202, 202, 403]);
+      expect((await user.get("/api/v1/boxes")).body.boxes).toHaveLength(2);
+    });
+
+    it("lets exactly the limit through when attempts on one key arrive at once", async () => {
+      const window = new RateWindow(env().cp.ctx.db, "burst", 5, 60_000);
+      const now = Date.now();
+      const waits = await Promise.all(Array.from({ length: 20 }, () => window.take("k", now)));
+      expect(waits.filter((w) => w === 0)).toHaveLength(5);
+      // Refused: the oldest attempt leaves the window a minute after it was made.
+      expect(new Set(waits.filter((w) => w > 0))).toEqual(new Set([60_000]));
+      expect(await window.take("other", now)).toBe(0);
+      expect(await window.take("k", now + 30_000)).toBe(30_000);
+      // Refused attempts are not counted: the key holds the five it let through.
+      const [row] = await env().cp.ctx.db.select().from(rateWindows).where(eq(rateWindows.key, "burst:k"));
+      expect(row!.hits.map((h) => h.getTime())).toEqual([now, now, now, now, now]);
+      expect(await window.take("k", now + 60_001)).toBe(0);
     });
 
     it("limits box creations per user per minute with 429 and Retry-After", async () => {

@@ -10,11 +10,12 @@ const LOCK_CLASS = 0x646f70;
 
 /**
  * Holds, until `tx` ends, the lock of decisions taken one at a time across replicas:
- * placement counts what every server has free, so concurrent creates count in turn. An
- * advisory lock, not row locks on the servers: heartbeats update those rows and must not
- * queue behind every create.
+ * placement counts what every server has free, so concurrent creates count in turn; a
+ * user's box quota counts that user's boxes, so the user's own creates count in turn
+ * (`owner:<user id>`, taken before `placement`, never after). Advisory locks, not row locks
+ * on the servers: heartbeats update those rows and must not queue behind every create.
  */
-export async function serializeIn(tx: Db, decision: "placement"): Promise<void> {
+export async function serializeIn(tx: Db, decision: "placement" | `owner:${string}`): Promise<void> {
   await tx.execute(sql`select pg_advisory_xact_lock(${LOCK_CLASS}, hashtext(${decision}))`);
 }
 

@@ -251,6 +251,10 @@ export const boxes = pgTable(
     uniqueIndex("boxes_live_slug_idx").on(t.slug).where(sql`deleted_at IS NULL`),
     index("boxes_team_idx").on(t.teamId),
     index("boxes_server_idx").on(t.serverId),
+    // Placement sums the live boxes per server, and a create counts its owner's live boxes:
+    // neither reads the deleted ones, which accumulate for as long as the platform runs.
+    index("boxes_live_server_idx").on(t.serverId).where(sql`deleted_at IS NULL`),
+    index("boxes_live_owner_idx").on(t.ownerId).where(sql`deleted_at IS NULL`),
   ],
 );
 
@@ -364,18 +368,16 @@ export const boxAccessGrants = pgTable(
 );
 
 /**
- * Recent rate-limited attempts (sign-ins, box creations) by key, shared by every replica so
- * a limit holds however requests are spread; rows older than their window are dropped.
+ * Recent rate-limited attempts (sign-ins, box creations), one row per key with the times
+ * of the attempts its window still holds, shared by every replica so a limit holds however
+ * requests are spread (services/rate-limits.ts); keys idle longer than any window are dropped.
  */
-export const rateHits = pgTable(
-  "rate_hits",
-  {
-    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    key: text("key").notNull(),
-    at: ts("at").notNull(),
-  },
-  (t) => [index("rate_hits_key_at_idx").on(t.key, t.at)],
-);
+export const rateWindows = pgTable("rate_windows", {
+  key: text("key").primaryKey(),
+  hits: ts("hits").array().notNull(),
+  /** Whether the key's last attempt was refused (it is then not among `hits`). */
+  refused: boolean("refused").notNull(),
+});
 
 // ---- Billing (services/billing/*). Money columns are bigint minor units, never floats.
 

@@ -2,8 +2,15 @@ import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { Ctx } from "../context.ts";
 import { AppError, notFound } from "../errors.ts";
 import { requireUser } from "../http/auth.ts";
-import { loadBoxView, toBox } from "../services/box-view.ts";
-import { createBox, findBox, listBoxes, performAction, updateBoxEnv } from "../services/boxes.ts";
+import { type BoxView, loadBoxView, toBox } from "../services/box-view.ts";
+import {
+  createBox,
+  findBox,
+  findBoxView,
+  listBoxes,
+  performAction,
+  updateBoxEnv,
+} from "../services/boxes.ts";
 import { listBoxJobs, toJob } from "../services/jobs.ts";
 import { listTemplates } from "../services/templates.ts";
 import { endpoint } from "./contract.ts";
@@ -12,10 +19,14 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const user = requireUser(ctx);
 
   return async (app) => {
+    const shown = (row: BoxView) => ({
+      box: toBox(row.box, row.server, row.ownerIdle),
+      serverName: row.server?.name ?? "",
+    });
     const view = async (boxId: string) => {
       const row = await loadBoxView(ctx, boxId);
       if (!row) throw notFound("box");
-      return { box: toBox(row.box, row.server, row.ownerIdle), serverName: row.server?.name ?? "" };
+      return shown(row);
     };
 
     app.route({
@@ -48,9 +59,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
           );
         }
         const { box, job, view: row } = await createBox(ctx, req.principal!, req.body);
-        const v = row
-          ? { box: toBox(row.box, row.server, row.ownerIdle), serverName: row.server?.name ?? "" }
-          : await view(box.id);
+        const v = row ? shown(row) : await view(box.id);
         return reply.code(202).send({ box: v.box, job: toJob(job, box.slug, v.serverName) });
       },
     });
@@ -58,7 +67,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
     app.route({
       ...endpoint("getBox"),
       onRequest: user,
-      handler: async (req) => (await view((await findBox(ctx, req.principal!, req.params.slug)).id)).box,
+      handler: async (req) => shown(await findBoxView(ctx, req.principal!, req.params.slug)).box,
     });
 
     app.route({
@@ -84,9 +93,9 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
         ...endpoint(contract),
         onRequest: user,
         handler: async (req, reply) => {
-          const box = await findBox(ctx, req.principal!, req.params.slug);
-          const result = await performAction(ctx, req.principal!, box.slug, action);
-          const v = await view(box.id);
+          const result = await performAction(ctx, req.principal!, req.params.slug, action);
+          const { box } = result;
+          const v = result.view ? shown(result.view) : await view(box.id);
           return reply
             .code(result.deduplicated ? 200 : 202)
             .send({ box: v.box, job: toJob(result.job, box.slug, v.serverName) });
@@ -98,9 +107,9 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
       ...endpoint("listBoxJobs"),
       onRequest: user,
       handler: async (req) => {
-        const box = await findBox(ctx, req.principal!, req.params.slug);
-        const v = await view(box.id);
-        return { jobs: (await listBoxJobs(ctx, box.id)).map((j) => toJob(j, box.slug, v.serverName)) };
+        const row = await findBoxView(ctx, req.principal!, req.params.slug);
+        const { slug, id } = row.box;
+        return { jobs: (await listBoxJobs(ctx, id)).map((j) => toJob(j, slug, shown(row).serverName)) };
       },
     });
   };

@@ -124,9 +124,6 @@ export async function endBoxAccess(ctx: Ctx, credentialHash: string): Promise<vo
 /** The ended sign-ins whose box-access cookies a server's agent must refuse (heartbeat answer). */
 export async function endedBoxAccess(ctx: Ctx, serverId: string): Promise<string[]> {
   const now = ctx.clock.now();
-  await ctx.db
-    .delete(boxAccessGrants)
-    .where(and(eq(boxAccessGrants.serverId, serverId), lte(boxAccessGrants.expiresAt, now)));
   const rows = await ctx.db
     .select({ sid: boxAccessGrants.sid })
     .from(boxAccessGrants)
@@ -140,6 +137,11 @@ export async function endedBoxAccess(ctx: Ctx, serverId: string): Promise<string
     .orderBy(desc(boxAccessGrants.endedAt))
     .limit(MAX_ENDED_PER_HEARTBEAT);
   return rows.map((r) => r.sid);
+}
+
+/** Drops the grants no cookie can outlive any more (periodic, every server's). */
+export async function purgeExpiredGrants(ctx: Ctx): Promise<void> {
+  await ctx.db.delete(boxAccessGrants).where(lte(boxAccessGrants.expiresAt, ctx.clock.now()));
 }
 
 /** A cookie from this hand-off can live until the token's expiry plus the cookie's lifetime. */

@@ -1,5 +1,5 @@
 import { allowedActions, type Box, boxUrls, effectiveIdleTimeout, idleHibernatesAt } from "@doppio/contracts";
-import { eq } from "drizzle-orm";
+import { eq, type SQL } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { boxes, servers, users } from "../db/schema.ts";
 
@@ -56,13 +56,18 @@ export function toBox(
 export type BoxView = NonNullable<Awaited<ReturnType<typeof loadBoxView>>>;
 
 export async function loadBoxView(ctx: Ctx, boxId: string) {
-  const [row] = await ctx.db
+  const [row] = await selectBoxViews(ctx, eq(boxes.id, boxId));
+  return row ?? null;
+}
+
+/** The boxes `where` selects, with their servers and owners' idle defaults (one query). */
+export function selectBoxViews(ctx: Ctx, where: SQL | undefined) {
+  return ctx.db
     .select({ box: boxes, server: servers, ownerIdle: users.idleTimeoutMinutes })
     .from(boxes)
     .leftJoin(servers, eq(servers.id, boxes.serverId))
     .leftJoin(users, eq(users.id, boxes.ownerId))
-    .where(eq(boxes.id, boxId));
-  return row ?? null;
+    .where(where);
 }
 
 /** Sends the box's current state to its team's realtime stream. */

@@ -7,6 +7,7 @@ import {
   canPerform,
   DEFAULT_GITHUB_WEB_URL,
   DESIRED_AFTER,
+  type GitAuthor,
   generateSlug,
   IN_FLIGHT_STATUS,
   slugProblem,
@@ -17,13 +18,13 @@ import { requireCredit } from "../billing/funds.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
 import { serializeIn } from "../db/exclusive.ts";
-import { agentJobs, boxes, servers, serverTemplates, templates, users } from "../db/schema.ts";
+import { agentJobs, boxes, servers, serverTemplates, templates } from "../db/schema.ts";
 import { type Candidate, placeBox } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
 import { usableRepos } from "../github/installations.ts";
 import { audit } from "./audit.ts";
-import { type BoxRow, type BoxView, loadBoxView, publishBox, toBox } from "./box-view.ts";
-import { usedByServer } from "./capacity.ts";
+import { type BoxRow, type BoxView, loadBoxView, publishBox, selectBoxViews, toBox } from "./box-view.ts";
+import { usedResources, usedSubquery } from "./capacity.ts";
 import { loadGitAuthor } from "./git-author.ts";
 import { insertJob, type JobRow } from "./jobs.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
@@ -48,19 +49,30 @@ type TemplateRow = typeof templates.$inferSelect;
 export const liveBoxOnServer = (serverId: string, slug: string) =>
   and(eq(boxes.slug, slug), eq(boxes.serverId, serverId), isNull(boxes.deletedAt));
 
+/** Where-clause of the team's live box `slug`. */
+const teamBox = (p: Principal, slug: string) =>
+  and(eq(boxes.slug, slug), eq(boxes.teamId, p.teamId), isNull(boxes.deletedAt));
+
 export async function findBox(ctx: Ctx, p: Principal, slug: string): Promise<BoxRow> {
   // Another team's box, a missing box and a string that cannot be a slug answer the same.
   if (slugProblem(slug)) throw notFound(`box "${slug}"`);
-  const [row] = await ctx.db
-    .select()
-    .from(boxes)
-    .where(and(eq(boxes.slug, slug), eq(boxes.teamId, p.teamId), isNull(boxes.deletedAt)));
+  const [row] = await ctx.db.select().from(boxes).where(teamBox(p, slug));
   if (!row) throw notFound(`box "${slug}"`);
   return row;
 }
 
-async function jobPayload(ctx: Ctx, tx: Db, box: BoxRow): Promise<BoxJobPayload> {
-  const githubUrl = ctx.github?.app.webUrl ?? DEFAULT_GITHUB_WEB_URL;
+/** Like findBox, with what the API shows of it (a BoxView), in one query. */
+export async function findBoxView(ctx: Ctx, p: Principal, slug: string): Promise<BoxView> {
+  if (slugProblem(slug)) throw notFound(`box "${slug}"`);
+  const [row] = await selectBoxViews(ctx, teamBox(p, slug));
+  if (!row) throw notFound(`box "${slug}"`);
+  return row;
+}
+
+const githubWebUrl = (ctx: Ctx) => ctx.github?.app.webUrl ?? DEFAULT_GITHUB_WEB_URL;
+
+/** The payload of a job on `box`, whose owner's git identity is `gitAuthor` (loadGitAuthor). */
+function jobPayload(ctx: Ctx, box: BoxRow, gitAuthor: GitAuthor | null): BoxJobPayload {
   return {
     slug: box.slug,
     template: box.template,
@@ -73,8 +85,8 @@ async function jobPayload(ctx: Ctx, tx: Db, box: BoxRow): Promise<BoxJobPayload>
     sitePublic: box.sitePublic,
     publicWake: box.publicWake,
     repo: box.repo,
-    githubUrl,
-    gitAuthor: await loadGitAuthor(tx, box.ownerId, githubUrl),
+    githubUrl: githubWebUrl(ctx),
+    gitAuthor,
   };
 }
 
@@ -84,26 +96,39 @@ async function jobPayload(ctx: Ctx, tx: Db, box: BoxRow): Promise<BoxJobPayload>
  */
 async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
   await serializeIn(tx, "placement");
-  const rows = await tx.select().from(servers).where(eq(servers.status, "active")).orderBy(servers.name);
+  const used = usedSubquery(tx);
+  const rows = await tx
+    .select({
+      server: servers,
+      vcpu: used.vcpu,
+      memoryMb: used.memoryMb,
+      diskGb: used.diskGb,
+      golden: serverTemplates.status,
+    })
+    .from(servers)
+    .leftJoin(used, eq(used.serverId, servers.id))
+    .leftJoin(
+      serverTemplates,
+      and(
+        eq(serverTemplates.serverId, servers.id),
+        eq(serverTemplates.template, template.name),
+        eq(serverTemplates.version, template.version),
+      ),
+    )
+    .where(eq(servers.status, "active"))
+    .orderBy(servers.name);
   if (rows.length === 0) return [];
-  const used = await usedByServer(tx);
-  const golden = await tx
-    .select()
-    .from(serverTemplates)
-    .where(and(eq(serverTemplates.template, template.name), eq(serverTemplates.version, template.version)));
   const pools = await poolsForPlacement(tx);
-  return rows.map((s) => {
-    return {
-      id: s.id,
-      name: s.name,
-      status: s.status,
-      lastHeartbeatAt: s.lastHeartbeatAt,
-      capacity: { vcpu: s.vcpu, memoryMb: s.memoryMb, diskGb: s.diskGb },
-      used: used(s.id),
-      golden: golden.find((g) => g.serverId === s.id)?.status ?? null,
-      pools: pools(s.id),
-    };
-  });
+  return rows.map(({ server: s, golden, ...used }) => ({
+    id: s.id,
+    name: s.name,
+    status: s.status,
+    lastHeartbeatAt: s.lastHeartbeatAt,
+    capacity: { vcpu: s.vcpu, memoryMb: s.memoryMb, diskGb: s.diskGb },
+    used: usedResources(used),
+    golden: golden ?? null,
+    pools: pools(s.id),
+  }));
 }
 
 /**
@@ -150,10 +175,22 @@ export async function createBox(
     const slug = req.name ?? generateSlug();
     try {
       const created = await ctx.db.transaction(async (tx) => {
-        // candidates() takes the placement lock, so concurrent creates count in turn.
-        const hosts = await candidates(tx, template);
+        // First what only the owner's own creates change, under the owner's lock (two creates
+        // of one user count in turn), so the lock every create waits for is held briefly.
+        await serializeIn(tx, `owner:${p.userId}`);
         await checkQuota(ctx, tx, p);
         await requireCredit(ctx, tx, p.userId);
+        const gitAuthor = await loadGitAuthor(tx, p.userId, githubWebUrl(ctx));
+        const id = newId();
+        await audit(ctx, tx, {
+          user: p.userId,
+          action: "box.create",
+          targetType: "box",
+          targetId: id,
+          data: { slug },
+        });
+        // candidates() takes the placement lock: from here to the commit, one create at a time.
+        const hosts = await candidates(tx, template);
         const placement = placeBox(hosts, need, {
           now: ctx.clock.now(),
           heartbeatFreshMs: ctx.config.heartbeatFreshMs,
@@ -169,7 +206,7 @@ export async function createBox(
         const [box] = await tx
           .insert(boxes)
           .values({
-            id: newId(),
+            id,
             slug,
             teamId: p.teamId,
             ownerId: p.userId,
@@ -190,14 +227,7 @@ export async function createBox(
           action: "create",
           boxId: box!.id,
           serverId: placement.server.id,
-          payload: await jobPayload(ctx, tx, box!),
-        });
-        await audit(ctx, tx, {
-          user: p.userId,
-          action: "box.create",
-          targetType: "box",
-          targetId: box!.id,
-          data: { slug },
+          payload: jobPayload(ctx, box!, gitAuthor),
         });
         return { box: box!, job };
       });
@@ -213,6 +243,14 @@ export async function createBox(
   }
 }
 
+/** A queued action: the box and its job, and the box as announced (none when deduplicated). */
+export interface ActionResult {
+  box: BoxRow;
+  job: JobRow;
+  deduplicated: boolean;
+  view?: BoxView | null;
+}
+
 /**
  * Queues a lifecycle action. An identical action already in flight is returned as is
  * (deduplicated); any other in-flight job makes this a conflict.
@@ -222,7 +260,7 @@ export async function performAction(
   p: Principal,
   slug: string,
   action: Exclude<BoxAction, "create">,
-): Promise<{ box: BoxRow; job: JobRow; deduplicated: boolean }> {
+): Promise<ActionResult> {
   return actOnBox(ctx, await findBox(ctx, p, slug), action, { user: p.userId });
 }
 
@@ -236,14 +274,23 @@ export async function actOnBox(
   box: BoxRow,
   action: Exclude<BoxAction, "create">,
   actor: { user?: string; server?: string; reason?: string },
-): Promise<{ box: BoxRow; job: JobRow; deduplicated: boolean }> {
+): Promise<ActionResult> {
   const slug = box.slug;
   // A start (a resume or a wake included) needs credit; stopping and hibernating never do.
   if (action === "start") await requireCredit(ctx, ctx.db, box.ownerId);
-  const [inflight] = await ctx.db
-    .select()
-    .from(agentJobs)
-    .where(and(eq(agentJobs.boxId, box.id), inArray(agentJobs.status, ["pending", "delivered", "running"])));
+  // The box's job in flight (at most one) and its host, in one read.
+  const [{ inflight, host } = { inflight: null, host: null }] = await ctx.db
+    .select({
+      inflight: agentJobs,
+      host: { name: servers.name, unreachableSince: servers.unreachableSince },
+    })
+    .from(boxes)
+    .leftJoin(servers, eq(servers.id, boxes.serverId))
+    .leftJoin(
+      agentJobs,
+      and(eq(agentJobs.boxId, boxes.id), inArray(agentJobs.status, ["pending", "delivered", "running"])),
+    )
+    .where(eq(boxes.id, box.id));
   if (inflight) {
     if (inflight.action === action) return { box, job: inflight, deduplicated: true };
     throw new AppError("conflict", `box "${slug}" already has a ${inflight.action} job in progress`, {
@@ -251,12 +298,6 @@ export async function actOnBox(
       action: inflight.action,
     });
   }
-  const [host] = box.serverId
-    ? await ctx.db
-        .select({ name: servers.name, unreachableSince: servers.unreachableSince })
-        .from(servers)
-        .where(eq(servers.id, box.serverId))
-    : [];
   if (host?.unreachableSince) {
     // Its state is unknown and its disk is on that host: nothing to do until it is back.
     throw new AppError(
@@ -276,6 +317,7 @@ export async function actOnBox(
   }
   try {
     const result = await ctx.db.transaction(async (tx) => {
+      const gitAuthor = await loadGitAuthor(tx, box.ownerId, githubWebUrl(ctx));
       const now = ctx.clock.now();
       const [updated] = await tx
         .update(boxes)
@@ -292,7 +334,7 @@ export async function actOnBox(
         action,
         boxId: box.id,
         serverId: box.serverId!,
-        payload: await jobPayload(ctx, tx, updated),
+        payload: jobPayload(ctx, updated, gitAuthor),
       });
       await audit(ctx, tx, {
         ...(actor.user ? { user: actor.user } : {}),
@@ -304,8 +346,7 @@ export async function actOnBox(
       });
       return { box: updated, job, deduplicated: false };
     });
-    await announce(ctx, result.job.serverId, box.id);
-    return result;
+    return { ...result, view: await announce(ctx, result.job.serverId, box.id) };
   } catch (err) {
     if (isUniqueViolation(err)) throw new AppError("conflict", `box "${slug}" already has a job in progress`);
     throw err;
@@ -313,13 +354,9 @@ export async function actOnBox(
 }
 
 export async function listBoxes(ctx: Ctx, p: Principal) {
-  return ctx.db
-    .select({ box: boxes, server: servers, ownerIdle: users.idleTimeoutMinutes })
-    .from(boxes)
-    .leftJoin(servers, eq(servers.id, boxes.serverId))
-    .leftJoin(users, eq(users.id, boxes.ownerId))
-    .where(and(eq(boxes.teamId, p.teamId), isNull(boxes.deletedAt)))
-    .orderBy(desc(boxes.createdAt));
+  return selectBoxViews(ctx, and(eq(boxes.teamId, p.teamId), isNull(boxes.deletedAt))).orderBy(
+    desc(boxes.createdAt),
+  );
 }
 
 export async function updateBoxEnv(

@@ -1,12 +1,13 @@
 import type { Ctx } from "../context.ts";
 import { type ExclusiveResult, type ExclusiveTask, exclusively } from "../db/exclusive.ts";
+import { purgeExpiredGrants } from "./access.ts";
 import { hibernateIdleBoxes } from "./idle.ts";
 import { reapExpiredJobs } from "./jobs.ts";
-import { purgeRateHits } from "./rate-limits.ts";
+import { purgeRateWindows } from "./rate-limits.ts";
 import { markUnreachableServers } from "./servers.ts";
 
-/** Rate-limit attempts older than this are of no window any more. */
-const RATE_HITS_KEEP_MS = 60 * 60_000;
+/** Rate-limit keys idle longer than this are of no window any more. */
+const RATE_KEYS_KEEP_MS = 60 * 60_000;
 
 const dbKind = (ctx: Ctx) => (ctx.config.databaseUrl ? "postgres" : "pglite");
 
@@ -21,12 +22,13 @@ export function runExclusive<T>(
 
 /**
  * One tick of the lease reaper (apps/api/src/services/jobs.ts), on one replica at a time;
- * it also drops rate-limit attempts no window needs.
+ * it also drops rate-limit attempts no window needs and box-access grants no cookie outlives.
  */
 export function reapTick(ctx: Ctx) {
   return runExclusive(ctx, "lease-reaper", async () => {
     const reaped = await reapExpiredJobs(ctx);
-    await purgeRateHits(ctx.db, ctx.clock.now().getTime(), RATE_HITS_KEEP_MS);
+    await purgeRateWindows(ctx.db, ctx.clock.now().getTime(), RATE_KEYS_KEEP_MS);
+    await purgeExpiredGrants(ctx);
     return reaped;
   });
 }

@@ -1,16 +1,20 @@
 import type { FastifyRateLimitStore } from "@fastify/rate-limit";
-import { and, asc, eq, lt, lte, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { RouteOptions } from "fastify";
+import { z } from "zod";
 import type { Db } from "../db/client.ts";
-import { rateHits } from "../db/schema.ts";
+import { rateWindows } from "../db/schema.ts";
 
-/** Advisory-lock class of rate keys (the other classes: db/exclusive.ts, db/client.ts). */
-const RATE_LOCK = 0x646f72;
+/** The upsert's answer: attempts in the window after it, the oldest one's time, refused or not. */
+const Counted = z.object({
+  rows: z.array(z.object({ n: z.coerce.number(), oldest_ms: z.coerce.number(), refused: z.boolean() })),
+});
 
 /**
  * At most `limit` events per key in any `windowMs` (a sliding window), counted in the
- * database so every replica sees every attempt. One transaction per attempt, serialized
- * per key by an advisory lock, so two replicas cannot both let the last one through.
+ * database so every replica sees every attempt. One statement per attempt: an upsert of the
+ * key's row, which PostgreSQL locks, so attempts on one key count in turn and two replicas
+ * cannot both let the last one through.
  */
 export class RateWindow {
   constructor(
@@ -32,34 +36,37 @@ export class RateWindow {
 
   /**
    * Like `take`, answered as @fastify/rate-limit's stores answer: the attempts in the window
-   * with this one (`limit + 1` when refused) and the ms until the oldest leaves. Each call
-   * reads at most `limit` rows, however hard a client hammers.
+   * with this one (`limit + 1` when refused) and the ms until the oldest leaves. A key's row
+   * holds at most `limit` times, however hard a client hammers.
    */
-  count(key: string, now: number): Promise<{ current: number; resetMs: number }> {
-    const k = `${this.scope}:${key}`;
-    return this.db.transaction(async (tx) => {
-      await tx.execute(sql`select pg_advisory_xact_lock(${RATE_LOCK}, hashtext(${k}))`);
-      await tx
-        .delete(rateHits)
-        .where(and(eq(rateHits.key, k), lte(rateHits.at, new Date(now - this.windowMs))));
-      const recent = await tx
-        .select({ at: rateHits.at })
-        .from(rateHits)
-        .where(eq(rateHits.key, k))
-        .orderBy(asc(rateHits.at))
-        .limit(this.limit);
-      const oldest = recent[0]?.at.getTime() ?? now;
-      const resetMs = oldest + this.windowMs - now;
-      if (recent.length >= this.limit) return { current: this.limit + 1, resetMs };
-      await tx.insert(rateHits).values({ key: k, at: new Date(now) });
-      return { current: recent.length + 1, resetMs };
-    });
+  async count(key: string, now: number): Promise<{ current: number; resetMs: number }> {
+    const at = new Date(now).toISOString();
+    const cutoff = new Date(now - this.windowMs).toISOString();
+    // The window keeps the key's attempts after the cutoff, and this one unless it is full.
+    const result = await this.db.execute(sql`
+      insert into ${rateWindows} as w (key, hits, refused)
+      values (${`${this.scope}:${key}`}, array[${at}::timestamptz], false)
+      on conflict (key) do update set (hits, refused) = (
+        select case when held >= ${this.limit} then kept else kept || ${at}::timestamptz end,
+               held >= ${this.limit}
+        from (select coalesce(array_agg(h order by h), '{}') as kept, count(*) as held
+              from unnest(w.hits) as h where h > ${cutoff}::timestamptz) as window_now
+      )
+      returning cardinality(hits) as n, extract(epoch from hits[1]) * 1000 as oldest_ms, refused`);
+    const row = Counted.parse(result).rows[0]!;
+    const resetMs = Math.max(0, Math.ceil(row.oldest_ms + this.windowMs - now));
+    return { current: row.refused ? this.limit + 1 : row.n, resetMs };
   }
 }
 
-/** Drops attempts older than `maxWindowMs` of keys that were not used since (periodic). */
-export async function purgeRateHits(db: Db, now: number, maxWindowMs: number): Promise<void> {
-  await db.delete(rateHits).where(lt(rateHits.at, new Date(now - maxWindowMs)));
+/** Drops the keys whose newest attempt is older than `maxWindowMs` (periodic). */
+export async function purgeRateWindows(db: Db, now: number, maxWindowMs: number): Promise<void> {
+  const cutoff = new Date(now - maxWindowMs).toISOString();
+  await db
+    .delete(rateWindows)
+    .where(
+      sql`coalesce(${rateWindows.hits}[cardinality(${rateWindows.hits})] < ${cutoff}::timestamptz, true)`,
+    );
 }
 
 /**

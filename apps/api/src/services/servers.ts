@@ -12,6 +12,7 @@ import { and, eq, inArray, isNull, lt, sql } from "drizzle-orm";
 import { newId, newSecret, sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import { agentJobs, boxes, servers, serverTemplates } from "../db/schema.ts";
+import { excluded } from "../db/upsert.ts";
 import { poolReservation } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
 import { endedBoxAccess } from "./access.ts";
@@ -146,13 +147,26 @@ export async function recordHeartbeat(
     ctx.log.info({ server: server.name, since: server.unreachableSince }, "host is back");
     await publishServerBoxes(ctx, server.id);
   }
-  for (const [template, g] of Object.entries(hb.golden)) {
+  const golden = Object.entries(hb.golden);
+  if (golden.length > 0) {
     await ctx.db
       .insert(serverTemplates)
-      .values({ serverId: server.id, template, status: g.status, version: g.version, updatedAt: now })
+      .values(
+        golden.map(([template, g]) => ({
+          serverId: server.id,
+          template,
+          status: g.status,
+          version: g.version,
+          updatedAt: now,
+        })),
+      )
       .onConflictDoUpdate({
         target: [serverTemplates.serverId, serverTemplates.template],
-        set: { status: g.status, version: g.version, updatedAt: now },
+        set: {
+          status: excluded(serverTemplates.status),
+          version: excluded(serverTemplates.version),
+          updatedAt: now,
+        },
       });
   }
   await recordWarmPools(ctx, server.id, hb.pool);

@@ -1,8 +1,9 @@
 import { BOX_SIZES, findTemplate, type Heartbeat, type Server, type WarmPoolSizes } from "@doppio/contracts";
-import { and, eq, isNotNull } from "drizzle-orm";
+import { and, eq, isNotNull, ne, notInArray, or } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
 import { servers, serverWarmPools, templates } from "../db/schema.ts";
+import { excluded } from "../db/upsert.ts";
 import type { PoolOnServer } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
 import { audit } from "./audit.ts";
@@ -36,39 +37,48 @@ export async function warmPoolViews(ctx: Ctx): Promise<(serverId: string) => Ser
 export async function recordWarmPools(ctx: Ctx, serverId: string, pool: Heartbeat["pool"]): Promise<void> {
   if (!pool) return;
   const now = ctx.clock.now();
-  const reported = new Set(pool.map((p) => p.template));
-  for (const p of pool) {
+  if (pool.length > 0) {
     await ctx.db
       .insert(serverWarmPools)
-      .values({
-        serverId,
-        template: p.template,
-        target: p.target,
-        ready: p.ready,
-        filling: p.filling,
-        diskGb: p.diskGb ?? null,
-        memoryMb: p.memoryMb ?? null,
-        updatedAt: now,
-      })
-      .onConflictDoUpdate({
-        target: [serverWarmPools.serverId, serverWarmPools.template],
-        set: {
+      .values(
+        pool.map((p) => ({
+          serverId,
+          template: p.template,
           target: p.target,
           ready: p.ready,
           filling: p.filling,
           diskGb: p.diskGb ?? null,
           memoryMb: p.memoryMb ?? null,
           updatedAt: now,
+        })),
+      )
+      .onConflictDoUpdate({
+        target: [serverWarmPools.serverId, serverWarmPools.template],
+        set: {
+          target: excluded(serverWarmPools.target),
+          ready: excluded(serverWarmPools.ready),
+          filling: excluded(serverWarmPools.filling),
+          diskGb: excluded(serverWarmPools.diskGb),
+          memoryMb: excluded(serverWarmPools.memoryMb),
+          updatedAt: now,
         },
       });
   }
-  for (const r of await ctx.db.select().from(serverWarmPools).where(eq(serverWarmPools.serverId, serverId))) {
-    if (reported.has(r.template) || (r.ready === 0 && r.filling === 0)) continue;
-    await ctx.db
-      .update(serverWarmPools)
-      .set({ ready: 0, filling: 0, updatedAt: now })
-      .where(and(eq(serverWarmPools.serverId, serverId), eq(serverWarmPools.template, r.template)));
-  }
+  await ctx.db
+    .update(serverWarmPools)
+    .set({ ready: 0, filling: 0, updatedAt: now })
+    .where(
+      and(
+        eq(serverWarmPools.serverId, serverId),
+        or(ne(serverWarmPools.ready, 0), ne(serverWarmPools.filling, 0)),
+        pool.length > 0
+          ? notInArray(
+              serverWarmPools.template,
+              pool.map((p) => p.template),
+            )
+          : undefined,
+      ),
+    );
 }
 
 /**
@@ -78,13 +88,15 @@ export async function recordWarmPools(ctx: Ctx, serverId: string, pool: Heartbea
  * A size set here but not yet reported is counted at that size.
  */
 export async function poolsForPlacement(tx: Db): Promise<(serverId: string) => PoolOnServer[]> {
-  const rows = await tx.select().from(serverWarmPools);
-  const catalog = new Map((await tx.select().from(templates)).map((t) => [t.name, t]));
+  const rows = await tx
+    .select({ pool: serverWarmPools, defaultSize: templates.defaultSize })
+    .from(serverWarmPools)
+    .leftJoin(templates, eq(templates.name, serverWarmPools.template));
   return (serverId) =>
     rows
-      .filter((r) => r.serverId === serverId)
-      .map((r) => {
-        const size = BOX_SIZES[catalog.get(r.template)?.defaultSize ?? "small"];
+      .filter(({ pool }) => pool.serverId === serverId)
+      .map(({ pool: r, defaultSize }) => {
+        const size = BOX_SIZES[defaultSize ?? "small"];
         return {
           template: r.template,
           target: Math.max(r.target, r.size ?? 0),

@@ -1,0 +1,2 @@
+CREATE INDEX "boxes_live_server_idx" ON "boxes" USING btree ("server_id") WHERE deleted_at IS NULL;--> statement-breakpoint
+CREATE INDEX "boxes_live_owner_idx" ON "boxes" USING btree ("owner_id") WHERE deleted_at IS NULL;
