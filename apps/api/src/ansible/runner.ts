@@ -2,6 +2,7 @@ import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { createInterface } from "node:readline";
+import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import type { PlayCounters, PlayKind, ServerStatus } from "@doppio/contracts";
 import { and, eq, inArray, isNull, sql } from "drizzle-orm";
@@ -47,6 +48,8 @@ interface Running {
 const run = promisify(execFile);
 const STDERR_KEEP = 8192;
 const KILL_AFTER_MS = 5000;
+/** How long cleanup waits for an ssh connection master to exit once asked. */
+const MASTER_EXIT_MS = 3000;
 /** The statuses a successful play moves to `active` (not `draining`, `disabled`, `archived`). */
 const PLAY_MAKES_ACTIVE: ServerStatus[] = ["pending", "preparing", "active", "error"];
 /** Environment the child gets from ours: nothing else (no database URL, no tokens). */
@@ -134,10 +137,11 @@ export class PlayRunner {
     const end = (code: number | null, signal: NodeJS.Signals | null) => {
       if (ended) return;
       ended = true;
+      // Its processes end and its secrets go before the play is shown ended.
+      step("cleanup", () => this.cleanup(r));
       step("finish", () => this.finish(r, code, signal));
-      step("cleanup", async () => {
+      step("release", async () => {
         this.running.delete(launch.playId);
-        await this.cleanup(r);
         settle();
       });
     };
@@ -374,15 +378,31 @@ export class PlayRunner {
 
   private async cleanup(r: Running): Promise<void> {
     // The secrets file goes first; ssh connection masters (ControlPersist) left the process
-    // group when they daemonized, so each is asked to exit.
+    // group when they daemonized, so each is asked to exit. A master answers that before it
+    // has exited: its process is watched until it is gone.
     rmSync(path.join(r.workDir, "vars.json"), { force: true });
     const cp = path.join(r.workDir, "cp");
-    await Promise.all(
-      (existsSync(cp) ? readdirSync(cp) : []).map((sock) =>
-        run("ssh", ["-O", "exit", "-o", `ControlPath=${path.join(cp, sock)}`, "x"], { timeout: 5000 }).catch(
-          () => undefined, // already gone
-        ),
-      ),
-    );
+    await Promise.all((existsSync(cp) ? readdirSync(cp) : []).map((name) => endMaster(path.join(cp, name))));
   }
+}
+
+/** Asks the ssh connection master on `sock` to exit and waits (a few seconds at most) until it has. */
+async function endMaster(sock: string): Promise<void> {
+  const ssh = (op: string) => run("ssh", ["-O", op, "-o", `ControlPath=${sock}`, "x"], { timeout: 5000 });
+  // "Master running (pid=N)" on stderr; a socket with no master behind it fails (already gone).
+  const pid = await ssh("check").then(
+    ({ stderr }) => Number(/pid=(\d+)/.exec(stderr)?.[1] ?? 0),
+    () => 0,
+  );
+  if (!pid) return;
+  await ssh("exit").catch(() => undefined);
+  // An exited master that no one has reaped yet has an empty command line.
+  const alive = () => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`).length > 0;
+    } catch {
+      return false;
+    }
+  };
+  for (const deadline = Date.now() + MASTER_EXIT_MS; alive() && Date.now() < deadline; ) await sleep(20);
 }
