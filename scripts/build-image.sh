@@ -61,7 +61,15 @@ fetch_deb() { # package version -> path of that exact .deb in the cache
   cached() { ls "$debs/$1"_*.deb 2>/dev/null | grep -F "_$(echo "$2" | sed 's/:/%3a/')_" | head -1 || true; }
   f=$(cached "$1" "$2")
   if [ -z "$f" ]; then
-    (cd "$debs" && apt-get download "$1=$2" >/dev/null 2>&1) || { echo "apt-get download $1=$2 failed" >&2; exit 1; }
+    # Into a directory of its own, then renamed into the cache: builds sharing the cache
+    # never see (or replace) each other's half-downloaded files.
+    local dl
+    dl=$(mktemp -d "$debs/.download.XXXXXX")
+    chmod 755 "$dl"
+    (cd "$dl" && apt-get download "$1=$2" >/dev/null 2>&1) ||
+      { rm -rf "$dl"; echo "apt-get download $1=$2 failed" >&2; exit 1; }
+    mv -f "$dl"/*.deb "$debs/"
+    rm -rf "$dl"
     f=$(cached "$1" "$2")
   fi
   [ -n "$f" ] || { echo "downloaded $1=$2 but cannot find the .deb" >&2; exit 1; }

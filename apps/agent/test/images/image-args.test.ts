@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -59,4 +59,31 @@ describe.each(scripts)("$script: the shared command line and up-to-date check", 
     });
     expect(readdirSync(out).sort()).toEqual([".inputs-hash", "initrd.img", "rootfs.qcow2", "vmlinuz"]);
   });
+});
+
+describe("scripts/build-image.sh: builds sharing one package cache", () => {
+  it("run at once, each gets whole packages: downloads never meet in the cache", async () => {
+    const debs = mkdtempSync(join(dir, "debs-"));
+    const build = (i: number) =>
+      new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const child = spawn(join(REPO, "scripts/build-image.sh"), ["minimal", join(dir, `at-once-${i}`)], {
+          env: { ...process.env, DOPPIO_DEB_CACHE: debs },
+          stdio: ["ignore", "ignore", "pipe"],
+        });
+        let stderr = "";
+        child.stderr!.on("data", (d: Buffer) => {
+          stderr += d.toString();
+        });
+        child.on("close", (code) => resolve({ code, stderr: stderr.trim() }));
+      });
+    const results = await Promise.all([1, 2, 3].map(build));
+    expect(
+      results.map((r) => r.code),
+      JSON.stringify(results),
+    ).toEqual([0, 0, 0]);
+    // The kernel and busybox packages once each, and no download directory left behind.
+    const left = readdirSync(debs);
+    expect(left.filter((f) => f.endsWith(".deb"))).toHaveLength(2);
+    expect(left.filter((f) => !f.endsWith(".deb"))).toEqual([]);
+  }, 300_000);
 });
