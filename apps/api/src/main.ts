@@ -8,6 +8,7 @@ const logger = createLogger(config.logLevel);
 const database = await openDatabase({
   databaseUrl: config.databaseUrl,
   dataDir: config.dataDir,
+  poolSize: config.databasePoolSize,
   log: logger,
 });
 const cp = await buildControlPlane({ config, database, logger });

@@ -33,6 +33,7 @@ describe("database connection attempts that never complete", () => {
       dataDir: "unused",
       log: pino({ level: "silent" }),
       connectTimeoutMs: 300,
+      poolSize: 2,
     });
     const outcome = await Promise.race([
       opening.then(

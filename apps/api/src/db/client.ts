@@ -34,6 +34,8 @@ export async function openDatabase(opts: {
   log: Pick<Logger, "warn">;
   /** How long a new connection may take before the attempt fails (default 10 s). */
   connectTimeoutMs?: number;
+  /** PostgreSQL connections at most (ApiConfig.databasePoolSize). */
+  poolSize: number;
 }): Promise<Database> {
   if (opts.databaseUrl) {
     // A connection attempt that never completes (a server mid-restart, a dead network path)
@@ -41,7 +43,7 @@ export async function openDatabase(opts: {
     // queued behind it, forever.
     const pool = new pg.Pool({
       connectionString: opts.databaseUrl,
-      max: 10,
+      max: opts.poolSize,
       connectionTimeoutMillis: opts.connectTimeoutMs ?? 10_000,
     });
     // An idle connection the server ended (a restart, a failover) is dropped by the pool and

@@ -111,6 +111,7 @@ export async function startControlPlane(
   const database = await openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
+    poolSize: config.databasePoolSize,
     log: logger,
   });
   let cp: ControlPlane;
