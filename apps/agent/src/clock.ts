@@ -17,10 +17,25 @@ export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   }
 }
 
-/** Exponential backoff: 200 ms doubling per failure, capped (the brief asks for about 5 s). */
-export function backoffMs(failures: number, capMs = 5_000, baseMs = 200): number {
+/**
+ * Exponential backoff: 200 ms doubling per failure, capped (the brief asks for about 5 s),
+ * each wait drawn from the upper half of that ("equal jitter"). Every host retries against
+ * the same control plane: when it comes back from an outage, hosts whose waits were equal
+ * would all arrive in the same instant, and the draw spreads them out.
+ */
+export function backoffMs(failures: number, capMs = 5_000, baseMs = 200, random = Math.random): number {
   if (failures <= 0) return 0;
-  return Math.min(capMs, baseMs * 2 ** Math.min(failures - 1, 20));
+  const ceiling = Math.min(capMs, baseMs * 2 ** Math.min(failures - 1, 20));
+  return ceiling / 2 + (ceiling / 2) * random();
+}
+
+/**
+ * `ms` moved at random by up to `fraction` of itself either way. A loop that waits exactly
+ * its interval keeps the phase it started with, so hosts started (or reconnected) together
+ * would keep calling the control plane together; with the draw their phases drift apart.
+ */
+export function jittered(ms: number, fraction: number, random = Math.random): number {
+  return ms * (1 - fraction + 2 * fraction * random());
 }
 
 /** A wake-up signal a loop can wait on alongside its timer. */

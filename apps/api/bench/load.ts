@@ -19,6 +19,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
+import { sleep } from "../../agent/src/clock.ts";
 import { freePort } from "../../agent/test/support/agent-harness.ts";
 import { heartbeat, registerServer, signedInClient, TestClient } from "../test/support/client.ts";
 import {
@@ -44,6 +45,7 @@ const SECONDS = Number(values.seconds);
 const THINK_MS = Number(values["think-ms"]);
 const WARMUP_MS = 3_000;
 const RUNS = values.replicas.split(",").map(Number);
+const HEARTBEAT_MS = 10_000;
 if (!POSTGRES_URL) {
   console.error("bench:load needs PostgreSQL: export TEST_DATABASE_URL=$(scripts/postgres.sh start)");
   process.exit(2);
@@ -178,14 +180,20 @@ async function run(replicaCount: number): Promise<RunResult> {
       agentClients.push(agent.at(urls[k % urls.length]!));
     }
     await Promise.all(agentClients.map((a) => a.post("/agent/v1/heartbeat", heartbeat())));
+    // As the agent's own loops do (loops/heartbeat.ts, loops/claim.ts): heartbeats go out on
+    // their own schedule, each agent at its own phase (agents start independently), and never
+    // hold up the next claim.
+    const stopped = new AbortController();
+    const heartbeatLoop = async (agent: TestClient) => {
+      await sleep(Math.random() * HEARTBEAT_MS, stopped.signal);
+      while (running) {
+        await timed("POST /agent/v1/heartbeat", () => agent.post("/agent/v1/heartbeat", heartbeat()));
+        await sleep(HEARTBEAT_MS, stopped.signal);
+      }
+    };
     const agentLoop = async (agent: TestClient, k: number) => {
-      let lastBeat = now();
       let ip = 0;
       while (running) {
-        if (now() - lastBeat > 10_000) {
-          lastBeat = now();
-          await timed("POST /agent/v1/heartbeat", () => agent.post("/agent/v1/heartbeat", heartbeat()));
-        }
         const res = await agent.post("/agent/v1/jobs/claim", { max: 4, waitMs: 5_000 });
         const arrived = now();
         const jobs: Array<{ id: string; box: string; action: string }> = res.body?.jobs ?? [];
@@ -268,7 +276,11 @@ async function run(replicaCount: number): Promise<RunResult> {
 
     // Sign-ups take minutes: heartbeat again so every host is fresh for placement.
     await Promise.all(agentClients.map((a) => a.post("/agent/v1/heartbeat", heartbeat())));
-    const loops = [...agentClients.map(agentLoop), ...users.map(userLoop)];
+    const loops = [
+      ...agentClients.map(agentLoop),
+      ...agentClients.map(heartbeatLoop),
+      ...users.map(userLoop),
+    ];
     /** Waits `warmupMs`, then measures SECONDS with the users thinking `think` ms between calls. */
     const measure = async (think: number, warmupMs: number): Promise<Window> => {
       thinkMs = think;
@@ -306,6 +318,7 @@ async function run(replicaCount: number): Promise<RunResult> {
     // Then every user's last think (at most 1.5 think times) ends before the saturated window.
     const saturated = await measure(0, (THINK_MS * 3) / 2 + WARMUP_MS);
     running = false;
+    stopped.abort();
     await Promise.all(loops);
     await Promise.all(reports);
     return { replicas: replicaCount, saturated, paced };

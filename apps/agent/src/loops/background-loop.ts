@@ -1,4 +1,7 @@
-import { Wakeup } from "../clock.ts";
+import { jittered, Wakeup } from "../clock.ts";
+
+/** How far each wait of a loop strays from its interval, either way (see `jittered`). */
+const INTERVAL_JITTER = 0.1;
 
 /**
  * Start/stop plumbing shared by the agent's background loops: `run` gets a signal that
@@ -32,7 +35,7 @@ export abstract class BackgroundLoop {
   protected abstract run(signal: AbortSignal): Promise<void>;
 
   /**
-   * Runs `pass` every `intervalMs` until stopped; after a failure waits `retryMs(failures)`
+   * Runs `pass` every `intervalMs` (±10%) until stopped; after a failure waits `retryMs(failures)`
    * instead and reports it (warn on the first of a run of failures, debug after).
    */
   protected async repeat(
@@ -46,7 +49,7 @@ export abstract class BackgroundLoop {
   ): Promise<void> {
     let failures = 0;
     while (!signal.aborted) {
-      let wait = o.intervalMs;
+      let wait = jittered(o.intervalMs, INTERVAL_JITTER);
       try {
         await o.pass();
         failures = 0;

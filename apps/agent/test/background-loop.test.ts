@@ -1,0 +1,50 @@
+import { describe, expect, test, vi } from "vitest";
+import { Wakeup } from "../src/clock.ts";
+import { BackgroundLoop } from "../src/loops/background-loop.ts";
+
+/** A loop whose pass succeeds or fails as told, recording nothing but its passes. */
+class Probe extends BackgroundLoop {
+  passes = 0;
+  constructor(private readonly fail: boolean) {
+    super();
+  }
+  protected run(signal: AbortSignal): Promise<void> {
+    return this.repeat(signal, {
+      intervalMs: 10_000,
+      retryMs: () => 700,
+      pass: async () => {
+        this.passes++;
+        if (this.fail) throw new Error("control plane away");
+      },
+      failed: () => {},
+    });
+  }
+}
+
+/** The first wait a loop asks for, with Math.random drawing `draw`. */
+async function firstWait(draw: number, fail = false): Promise<number> {
+  vi.spyOn(Math, "random").mockReturnValue(draw);
+  const wait = vi.spyOn(Wakeup.prototype, "wait");
+  const loop = new Probe(fail);
+  loop.start();
+  try {
+    await vi.waitFor(() => expect(wait).toHaveBeenCalled());
+    await loop.stop();
+    expect(loop.passes).toBe(1);
+    return wait.mock.calls[0]![0];
+  } finally {
+    vi.restoreAllMocks();
+  }
+}
+
+describe("the agent's background loops", () => {
+  test("wait their interval give or take a tenth, so hosts started together drift apart", async () => {
+    expect(await firstWait(0)).toBe(9_000);
+    expect(await firstWait(0.5)).toBe(10_000);
+    expect(await firstWait(1)).toBe(11_000);
+  });
+
+  test("after a failed pass wait the retry delay instead", async () => {
+    expect(await firstWait(0.5, true)).toBe(700);
+  });
+});
