@@ -13,11 +13,13 @@
  *   npm run bench:load [-- --agents 100 --users 200 --seconds 20 --think-ms 5000 --replicas 1,2]
  *
  * The load generator is this one Node process. The CPU used during the measured window by it,
- * by the replicas, by PostgreSQL's processes and by the whole machine is printed too: on a
+ * by the replicas, by PostgreSQL's processes and by the whole machine is printed too (and how
+ * late the generator's own event loop ran, which every latency here is read on): on a
  * small machine they share the cores, and that caps what a second replica can add.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { sleep } from "../../agent/src/clock.ts";
 import { freePort } from "../../agent/test/support/agent-harness.ts";
@@ -107,6 +109,11 @@ interface Window {
   claim: number[];
   /** Cores used during the window, on average. */
   cpu: { generator: number; replicas: number; postgres: number; machine: number };
+  /**
+   * How late the generator's own event loop ran (p99 and max, ms): every latency above is
+   * read on it, so a late loop inflates them all by up to this much.
+   */
+  generatorLag: { p99: number; max: number };
 }
 
 interface RunResult {
@@ -293,7 +300,10 @@ async function run(replicaCount: number): Promise<RunResult> {
         dispatch: [],
         claim: [],
         cpu: { generator: 0, replicas: 0, postgres: 0, machine: 0 },
+        generatorLag: { p99: 0, max: 0 },
       };
+      const lag = monitorEventLoopDelay({ resolution: 5 });
+      lag.enable();
       window = w;
       const cpu0 = process.cpuUsage();
       const replicasCpu = cpuOf(replicas.map((r) => r.pid!));
@@ -310,6 +320,8 @@ async function run(replicaCount: number): Promise<RunResult> {
         postgres: postgresCpu() / w.seconds,
         machine: (machineBusy() - busy0) / w.seconds,
       };
+      lag.disable();
+      w.generatorLag = { p99: lag.percentile(99) / 1e6, max: lag.max / 1e6 };
       return w;
     };
     // Paced first: the saturated window's backlog (queued requests and jobs) would spill
@@ -358,6 +370,10 @@ function table(title: string, pick: (r: RunResult) => Window): void {
   row("           PostgreSQL", (w) => w.cpu.postgres.toFixed(2));
   row("           load generator", (w) => w.cpu.generator.toFixed(2));
   row(`           whole machine (of ${availableParallelism()})`, (w) => w.cpu.machine.toFixed(2));
+  row(
+    "generator's event loop late p99/max",
+    (w) => `${ms(w.generatorLag.p99)} / ${ms(w.generatorLag.max)} ms`,
+  );
 }
 
 console.log(
