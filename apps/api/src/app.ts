@@ -16,6 +16,7 @@ import type { Logger } from "pino";
 import { recoverInterruptedPlays } from "./ansible/recovery.ts";
 import { PlayRunner } from "./ansible/runner.ts";
 import { ensureSshKey } from "./ansible/ssh-key.ts";
+import { dummyHash, RECOMMENDED_SCRYPT_N, scryptParams } from "./auth/password.ts";
 import type { WalletNotifier } from "./billing/funds.ts";
 import { startBilling } from "./billing/loop.ts";
 import { walletNotifierFor } from "./billing/mail.ts";
@@ -217,6 +218,14 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   await seedTemplates(ctx);
   await seedPrices(ctx);
   await bootstrapAdmin(ctx);
+  // Made now, so the first login with an unknown email takes no longer than any other.
+  await dummyHash(scryptParams(config.passwordScryptN));
+  if (config.passwordScryptN < RECOMMENDED_SCRYPT_N) {
+    ctx.log.warn(
+      { passwordScryptN: config.passwordScryptN, recommended: RECOMMENDED_SCRYPT_N },
+      "new password hashes are cheaper than recommended (passwordScryptN): for tests and development only",
+    );
+  }
 
   let reaper: NodeJS.Timeout | undefined;
   let stopBilling = () => {};

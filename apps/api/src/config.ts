@@ -4,6 +4,7 @@ import path from "node:path";
 import { Email, IDLE_TIMEOUT_MAX_MINUTES } from "@doppio/contracts";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
+import { MIN_SCRYPT_N, RECOMMENDED_SCRYPT_N } from "./auth/password.ts";
 import { GitHubConfig, githubFromEnv } from "./github/config.ts";
 
 /** An IPv4/IPv6 address or a CIDR block of them (`10.0.0.0/8`, `fd00::/8`). */
@@ -39,6 +40,19 @@ export const ApiConfig = z.strictObject({
     .int()
     .positive()
     .default(64 * 1024),
+  /**
+   * scrypt's cost N for new password hashes (r=8, p=1). 2^17, the default, is what OWASP's
+   * Password Storage Cheat Sheet recommends. Lower ones (down to 2^14) are for tests and
+   * development machines only: each hash is cheaper to make and so to crack. A stored hash
+   * keeps its own parameters and moves to this one at its user's next login.
+   */
+  passwordScryptN: z.coerce
+    .number()
+    .int()
+    .min(MIN_SCRYPT_N)
+    .max(RECOMMENDED_SCRYPT_N)
+    .refine((n) => (n & (n - 1)) === 0, "must be a power of two")
+    .default(RECOMMENDED_SCRYPT_N),
   sessionTtlHours: z.coerce
     .number()
     .positive()
@@ -172,6 +186,7 @@ const ENV_KEYS: Record<string, keyof ApiConfig> = {
   DOPPIO_API_DATA_DIR: "dataDir",
   DATABASE_URL: "databaseUrl",
   DOPPIO_DATABASE_POOL_SIZE: "databasePoolSize",
+  DOPPIO_PASSWORD_SCRYPT_N: "passwordScryptN",
   DOPPIO_PUBLIC_URL: "publicUrl",
   DOPPIO_LOG_LEVEL: "logLevel",
   DOPPIO_DASHBOARD_DIR: "dashboardDir",

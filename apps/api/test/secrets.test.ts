@@ -4,33 +4,67 @@ import path from "node:path";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { hashPassword } from "../src/auth/password.ts";
+import { loadConfig } from "../src/config.ts";
 import { users } from "../src/db/schema.ts";
 import { PASSWORD, TestClient, uniqueEmail } from "./support/client.ts";
-import { ADMIN_EMAIL, ADMIN_PASSWORD, startControlPlane } from "./support/control-plane.ts";
+import {
+  ADMIN_EMAIL,
+  ADMIN_PASSWORD,
+  startControlPlane,
+  type TestControlPlane,
+} from "./support/control-plane.ts";
 import { describeOnEachDb } from "./support/each-db.ts";
 
 const HOUR = 3_600_000;
 
-describeOnEachDb("password hashes and API token expiry", (env) => {
-  const storedHash = async (email: string) =>
-    (await env().cp.ctx.db.select().from(users).where(eq(users.email, email)))[0]!.passwordHash;
+describe("passwordScryptN (scrypt's cost for new password hashes)", () => {
+  it("is OWASP's 2^17 unless set, and a power of two from 2^14 to 2^17 when set", () => {
+    expect(loadConfig({}).passwordScryptN).toBe(1 << 17);
+    expect(loadConfig({ DOPPIO_PASSWORD_SCRYPT_N: "16384" }).passwordScryptN).toBe(1 << 14);
+    for (const bad of ["8192", "262144", "20000", "cheap"]) {
+      expect(() => loadConfig({ DOPPIO_PASSWORD_SCRYPT_N: bad }), bad).toThrow(/passwordScryptN/);
+    }
+  });
+});
 
-  it("hashes with scrypt N=2^17, r=8, p=1 and moves an older hash up at the next login", async () => {
-    const email = uniqueEmail("hash");
+const storedHash = async (cp: TestControlPlane, email: string) =>
+  (await cp.cp.ctx.db.select().from(users).where(eq(users.email, email)))[0]!.passwordHash;
+
+describeOnEachDb(
+  "password hashes at the production cost",
+  (env) => {
+    it("hashes with scrypt N=2^17, r=8, p=1 and moves an older hash up at the next login", async () => {
+      const email = uniqueEmail("hash");
+      const client = new TestClient(env().url);
+      expect((await client.post("/api/v1/auth/signup", { email, password: PASSWORD })).status).toBe(201);
+      expect(await storedHash(env(), email)).toMatch(/^scrypt\$131072\$8\$1\$/);
+
+      // An account from before the cost was raised.
+      const old = await hashPassword(PASSWORD, { N: 1 << 14, r: 8, p: 1 });
+      await env().cp.ctx.db.update(users).set({ passwordHash: old }).where(eq(users.email, email));
+      expect((await client.post("/api/v1/auth/login", { email, password: "not the password" })).status).toBe(
+        401,
+      );
+      expect(await storedHash(env(), email)).toBe(old);
+      expect((await client.post("/api/v1/auth/login", { email, password: PASSWORD })).status).toBe(200);
+      expect(await storedHash(env(), email)).toMatch(/^scrypt\$131072\$8\$1\$/);
+      expect((await client.post("/api/v1/auth/login", { email, password: PASSWORD })).status).toBe(200);
+    });
+  },
+  { passwordScryptN: 1 << 17 },
+);
+
+describeOnEachDb("password hashes and API token expiry", (env) => {
+  it("hashes at the configured cost and moves a hash of another cost to it at the next login", async () => {
+    expect(env().cp.ctx.config.passwordScryptN).toBe(1 << 14); // vitest.config.ts
+    const email = uniqueEmail("cost");
     const client = new TestClient(env().url);
     expect((await client.post("/api/v1/auth/signup", { email, password: PASSWORD })).status).toBe(201);
-    expect(await storedHash(email)).toMatch(/^scrypt\$131072\$8\$1\$/);
-
-    // An account from before the cost was raised.
-    const old = await hashPassword(PASSWORD, { N: 1 << 14, r: 8, p: 1 });
-    await env().cp.ctx.db.update(users).set({ passwordHash: old }).where(eq(users.email, email));
-    expect((await client.post("/api/v1/auth/login", { email, password: "not the password" })).status).toBe(
-      401,
-    );
-    expect(await storedHash(email)).toBe(old);
+    expect(await storedHash(env(), email)).toMatch(/^scrypt\$16384\$8\$1\$/);
+    const dearer = await hashPassword(PASSWORD, { N: 1 << 15, r: 8, p: 1 });
+    await env().cp.ctx.db.update(users).set({ passwordHash: dearer }).where(eq(users.email, email));
     expect((await client.post("/api/v1/auth/login", { email, password: PASSWORD })).status).toBe(200);
-    expect(await storedHash(email)).toMatch(/^scrypt\$131072\$8\$1\$/);
-    expect((await client.post("/api/v1/auth/login", { email, password: PASSWORD })).status).toBe(200);
+    expect(await storedHash(env(), email)).toMatch(/^scrypt\$16384\$8\$1\$/);
   });
 
   it("lets an API token expire: refused after expiresAt, listed with it, and never born expired", async () => {

@@ -8,10 +8,17 @@ export interface ScryptParams {
 
 /**
  * OWASP's Password Storage Cheat Sheet: scrypt with N=2^17, r=8, p=1 (128 MiB per hash;
- * ~0.4 s on these hosts, off the event loop in libuv's pool). Hashes made with other
- * parameters keep verifying with the ones stored in them and are replaced at the next login.
+ * ~0.4 s on these hosts, off the event loop in libuv's pool). The control plane's
+ * `passwordScryptN` may lower N for tests and development, never below 2^14.
  */
-const CURRENT: ScryptParams = { N: 1 << 17, r: 8, p: 1 };
+export const RECOMMENDED_SCRYPT_N = 1 << 17;
+export const MIN_SCRYPT_N = 1 << 14;
+
+/** The parameters new hashes are made with, for a configured N. */
+export function scryptParams(N: number): ScryptParams {
+  return { N, r: 8, p: 1 };
+}
+
 /**
  * scrypt needs 128·N·r bytes; Node's default ceiling (32 MiB) refuses N=2^17, so set one
  * with headroom. A stored hash that would need more is refused rather than run.
@@ -28,7 +35,7 @@ function derive(password: string, salt: Buffer, params: ScryptParams): Promise<B
 }
 
 /** `scrypt$N$r$p$salt$hash`, salt and hash in base64url, so parameters can be raised later. */
-export async function hashPassword(password: string, params: ScryptParams = CURRENT): Promise<string> {
+export async function hashPassword(password: string, params: ScryptParams): Promise<string> {
   const salt = randomBytes(16);
   const key = await derive(password, salt, params);
   return ["scrypt", params.N, params.r, params.p, salt.toString("base64url"), key.toString("base64url")].join(
@@ -52,11 +59,22 @@ export async function verifyPassword(password: string, stored: string): Promise<
   return key.length === parsed.hash.length && timingSafeEqual(key, parsed.hash);
 }
 
-/** True when the stored hash was made with other parameters than today's. */
-export function needsRehash(stored: string): boolean {
+/** True when the stored hash was made with other parameters than `current`. */
+export function needsRehash(stored: string, current: ScryptParams): boolean {
   const params = parse(stored)?.params;
-  return !params || params.N !== CURRENT.N || params.r !== CURRENT.r || params.p !== CURRENT.p;
+  return !params || params.N !== current.N || params.r !== current.r || params.p !== current.p;
 }
 
-/** A hash to compare against when the user does not exist, so timing does not reveal it. */
-export const DUMMY_HASH = await hashPassword(randomBytes(16).toString("hex"));
+const dummies = new Map<number, Promise<string>>();
+/**
+ * A hash of these parameters to compare against when the user does not exist, so the
+ * time a login takes does not tell whether the account does (made once per N).
+ */
+export function dummyHash(params: ScryptParams): Promise<string> {
+  let hash = dummies.get(params.N);
+  if (!hash) {
+    hash = hashPassword(randomBytes(16).toString("hex"), params);
+    dummies.set(params.N, hash);
+  }
+  return hash;
+}

@@ -1,6 +1,6 @@
 import type { ApiToken, CreateTokenRequest, Me, Role } from "@doppio/contracts";
 import { and, eq, gt, isNull, or } from "drizzle-orm";
-import { DUMMY_HASH, hashPassword, needsRehash, verifyPassword } from "../auth/password.ts";
+import { dummyHash, hashPassword, needsRehash, scryptParams, verifyPassword } from "../auth/password.ts";
 import { newId, newSecret, sha256 } from "../auth/secrets.ts";
 import { verificationRequired } from "../config.ts";
 import type { Ctx } from "../context.ts";
@@ -46,7 +46,7 @@ export async function createAccount(
   role: Role,
   opts: { verified: boolean },
 ): Promise<Principal> {
-  const passwordHash = await hashPassword(input.password);
+  const passwordHash = await hashPassword(input.password, scryptParams(ctx.config.passwordScryptN));
   const userId = newId();
   const teamId = newId();
   const teamName = `${input.name ?? input.email.split("@")[0]}'s team`;
@@ -82,11 +82,12 @@ export async function createAccount(
 
 export async function login(ctx: Ctx, email: string, password: string): Promise<Principal> {
   const [user] = await ctx.db.select().from(users).where(eq(users.email, email));
-  const ok = await verifyPassword(password, user?.passwordHash ?? DUMMY_HASH);
+  const params = scryptParams(ctx.config.passwordScryptN);
+  const ok = await verifyPassword(password, user?.passwordHash ?? (await dummyHash(params)));
   if (!user || !ok) throw new AppError("unauthorized", "wrong email or password");
-  if (needsRehash(user.passwordHash)) {
-    // Raised hashing cost: the password is at hand only now, so this is when the hash moves.
-    const passwordHash = await hashPassword(password);
+  if (needsRehash(user.passwordHash, params)) {
+    // Changed hashing cost: the password is at hand only now, so this is when the hash moves.
+    const passwordHash = await hashPassword(password, params);
     await ctx.db.update(users).set({ passwordHash }).where(eq(users.id, user.id));
   }
   return (await principalForUser(ctx, user.id))!;

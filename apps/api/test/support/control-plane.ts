@@ -105,6 +105,8 @@ export async function startControlPlane(
     reaperIntervalMs: 60_000,
     adminEmail: ADMIN_EMAIL,
     adminPasswordFile,
+    // The suite's cheaper password hashing (vitest.config.ts), as spawned control planes read it.
+    passwordScryptN: process.env.DOPPIO_PASSWORD_SCRYPT_N,
     ...opts.config,
   });
   const logger = createLogger(config.logLevel, opts.logTo);
