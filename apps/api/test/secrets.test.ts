@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { hashPassword } from "../src/auth/password.ts";
+import { hashPassword, scryptParams } from "../src/auth/password.ts";
 import { loadConfig } from "../src/config.ts";
 import { users } from "../src/db/schema.ts";
 import { PASSWORD, TestClient, uniqueEmail } from "./support/client.ts";
@@ -30,18 +30,30 @@ describe("passwordScryptN (scrypt's cost for new password hashes)", () => {
 const storedHash = async (cp: TestControlPlane, email: string) =>
   (await cp.cp.ctx.db.select().from(users).where(eq(users.email, email)))[0]!.passwordHash;
 
+/** A new account through the API: its email and a client to log it in with. */
+async function signUp(cp: TestControlPlane, tag: string): Promise<{ email: string; client: TestClient }> {
+  const email = uniqueEmail(tag);
+  const client = new TestClient(cp.url);
+  expect((await client.post("/api/v1/auth/signup", { email, password: PASSWORD })).status).toBe(201);
+  return { email, client };
+}
+
+/** Replaces the account's stored hash with one of PASSWORD made at cost `N`; returns it. */
+async function storeHashAt(cp: TestControlPlane, email: string, N: number): Promise<string> {
+  const hash = await hashPassword(PASSWORD, scryptParams(N));
+  await cp.cp.ctx.db.update(users).set({ passwordHash: hash }).where(eq(users.email, email));
+  return hash;
+}
+
 describeOnEachDb(
   "password hashes at the production cost",
   (env) => {
     it("hashes with scrypt N=2^17, r=8, p=1 and moves an older hash up at the next login", async () => {
-      const email = uniqueEmail("hash");
-      const client = new TestClient(env().url);
-      expect((await client.post("/api/v1/auth/signup", { email, password: PASSWORD })).status).toBe(201);
+      const { email, client } = await signUp(env(), "hash");
       expect(await storedHash(env(), email)).toMatch(/^scrypt\$131072\$8\$1\$/);
 
       // An account from before the cost was raised.
-      const old = await hashPassword(PASSWORD, { N: 1 << 14, r: 8, p: 1 });
-      await env().cp.ctx.db.update(users).set({ passwordHash: old }).where(eq(users.email, email));
+      const old = await storeHashAt(env(), email, 1 << 14);
       expect((await client.post("/api/v1/auth/login", { email, password: "not the password" })).status).toBe(
         401,
       );
@@ -57,12 +69,9 @@ describeOnEachDb(
 describeOnEachDb("password hashes and API token expiry", (env) => {
   it("hashes at the configured cost and moves a hash of another cost to it at the next login", async () => {
     expect(env().cp.ctx.config.passwordScryptN).toBe(1 << 14); // vitest.config.ts
-    const email = uniqueEmail("cost");
-    const client = new TestClient(env().url);
-    expect((await client.post("/api/v1/auth/signup", { email, password: PASSWORD })).status).toBe(201);
+    const { email, client } = await signUp(env(), "cost");
     expect(await storedHash(env(), email)).toMatch(/^scrypt\$16384\$8\$1\$/);
-    const dearer = await hashPassword(PASSWORD, { N: 1 << 15, r: 8, p: 1 });
-    await env().cp.ctx.db.update(users).set({ passwordHash: dearer }).where(eq(users.email, email));
+    await storeHashAt(env(), email, 1 << 15);
     expect((await client.post("/api/v1/auth/login", { email, password: PASSWORD })).status).toBe(200);
     expect(await storedHash(env(), email)).toMatch(/^scrypt\$16384\$8\$1\$/);
   });
