@@ -11,8 +11,9 @@
  */
 import { Agent, request } from "node:http";
 import { performance } from "node:perf_hooks";
+import { freePort } from "../../api/test/support/ports.ts";
 import { cookieFrom, DOMAIN, forHost, startEdge } from "../test/edge/harness.ts";
-import { findCaddy, freePort } from "../test/support/caddy.ts";
+import { findCaddy } from "../test/support/caddy.ts";
 
 const N = Number(process.argv[2] ?? 2000);
 const WARMUP = 200;

@@ -16,6 +16,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { freePort } from "../../api/test/support/ports.ts";
 import { run } from "../src/net/command.ts";
 import { removeTablesScript } from "../src/net/firewall.ts";
 import { LinuxHostNetwork } from "../src/net/host-network.ts";
@@ -28,7 +29,6 @@ import {
   qemuUnavailable,
   RecordingReporter,
 } from "../test/qemu/support.ts";
-import { freePort } from "../test/support/caddy.ts";
 import { TestNetns } from "../test/support/netns.ts";
 
 const { values } = parseArgs({

@@ -1,7 +1,7 @@
 import { generateEd25519, sign } from "@doppio/access-token";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../api/test/support/ports.ts";
 import {
-  freePort,
   startAgent,
   startCp,
   type TestAgent,

@@ -3,10 +3,10 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../api/test/support/ports.ts";
 import {
   API_TOKEN,
   boxJobs,
-  freePort,
   startCp,
   type TestCp,
   waitFor,

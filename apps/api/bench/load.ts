@@ -22,7 +22,6 @@ import { availableParallelism } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { sleep } from "../../agent/src/clock.ts";
-import { freePort } from "../../agent/test/support/agent-harness.ts";
 import { heartbeat, registerServer, signedInClient, TestClient } from "../test/support/client.ts";
 import {
   ADMIN_EMAIL,
@@ -30,6 +29,7 @@ import {
   freshPostgresDatabase,
   POSTGRES_URL,
 } from "../test/support/control-plane.ts";
+import { freePort } from "../test/support/ports.ts";
 import { ReplicaProcess } from "../test/support/replica-process.ts";
 
 const { values } = parseArgs({

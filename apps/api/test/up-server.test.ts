@@ -1,10 +1,10 @@
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { heartbeat, TestClient } from "./support/client.ts";
 import { startControlPlane, type TestControlPlane } from "./support/control-plane.ts";
+import { freePort } from "./support/ports.ts";
 
 /**
  * `make up` and server `local` (scripts/local/stack.ts) against a real control plane: it
@@ -12,14 +12,6 @@ import { startControlPlane, type TestControlPlane } from "./support/control-plan
  * keeps a token that still works, replaces one that does not, and says "up" only after a
  * heartbeat on that token made the server active. The whole stack: apps/dashboard/test/stack.e2e.test.ts.
  */
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
-
 describe("make up registers server local whenever the control plane does not know it", () => {
   let data: string;
   let port: number;

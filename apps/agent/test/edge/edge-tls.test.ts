@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { connect } from "node:tls";
 import Fastify, { type FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../../api/test/support/ports.ts";
 import { EdgeAccess } from "../../src/edge/access.ts";
 import { buildEdgeConfig } from "../../src/edge/caddy-config.ts";
 import { EdgeConfigKeeper } from "../../src/edge/edge-config.ts";
@@ -12,7 +13,7 @@ import { edgePlugin } from "../../src/edge/plugin.ts";
 import { MemoryRouteTable } from "../../src/edge/routes.ts";
 import { type Db, openStore } from "../../src/store/db.ts";
 import { EdgeAccessStore } from "../../src/store/edge-access.ts";
-import { findCaddy, freePort, TestCaddy } from "../support/caddy.ts";
+import { findCaddy, TestCaddy } from "../support/caddy.ts";
 
 const hasCaddy = findCaddy() !== null;
 if (!hasCaddy) console.warn("SKIPPING on-demand TLS test: `caddy` (2.6.2) is not on PATH");

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { type AccessClaims, generateEd25519, hostKey, mint, sign } from "@doppio/access-token";
 import { parseBoxHost } from "@doppio/contracts";
 import Fastify, { type FastifyInstance } from "fastify";
+import { freePort } from "../../../api/test/support/ports.ts";
 import { EdgeAccess, loadOrCreateCookieKey } from "../../src/edge/access.ts";
 import { BoxActivity } from "../../src/edge/activity.ts";
 import { buildEdgeConfig } from "../../src/edge/caddy-config.ts";
@@ -12,7 +13,7 @@ import { edgePlugin } from "../../src/edge/plugin.ts";
 import { type BoxRoute, MemoryRouteTable } from "../../src/edge/routes.ts";
 import { type Db, openStore } from "../../src/store/db.ts";
 import { EdgeAccessStore } from "../../src/store/edge-access.ts";
-import { freePort, TestCaddy } from "../support/caddy.ts";
+import { TestCaddy } from "../support/caddy.ts";
 import { FakeGuest } from "./fixtures.ts";
 
 export const DOMAIN = "doppio.test";

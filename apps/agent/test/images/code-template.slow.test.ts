@@ -14,6 +14,7 @@ import pino from "pino";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type BoxGitStack, boxGitMissing, startBoxGitStack } from "../../../api/test/support/box-git.ts";
+import { freePort } from "../../../api/test/support/ports.ts";
 import { buildImage } from "../../src/images/builder.ts";
 import { ImageStore } from "../../src/images/store.ts";
 import { splitSerialLines } from "../../src/logs/serial-lines.ts";
@@ -22,7 +23,7 @@ import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
 import { boxPaths, goldenTemplateDir } from "../../src/vmm/qemu/layout.ts";
 import { boxSpec, GOLDEN_NET, qemuUnavailable, RecordingReporter } from "../qemu/support.ts";
 import { waitForBox } from "../support/agent-harness.ts";
-import { freePort, TestCaddy } from "../support/caddy.ts";
+import { TestCaddy } from "../support/caddy.ts";
 import { BUILD_CACHE_DIR, IMAGE_STORE_DIR, imageBuildUnavailable, REPO } from "./support.ts";
 
 const missing =

@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GitCredentialSource } from "../../../api/src/services/git-credentials.ts";
+import { freePort } from "../../../api/test/support/ports.ts";
 import {
-  freePort,
   startAgent,
   startCp,
   type TestAgent,

@@ -1,6 +1,5 @@
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { BoxJobPayload } from "@doppio/contracts";
@@ -192,15 +191,4 @@ export async function boxJobs(cp: TestCp, slug: string): Promise<any[]> {
   const r = await cp.admin.get(`/api/v1/boxes/${slug}/jobs`);
   if (r.status !== 200) throw new Error(`jobs of ${slug}: ${r.status}`);
   return r.body.jobs;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }

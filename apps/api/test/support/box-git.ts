@@ -4,7 +4,6 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { HELPER, MetadataRecordingFake } from "../../../agent/test/metadata/support.ts";
 import {
-  freePort,
   startAgent,
   startCp,
   type TestAgent,
@@ -14,6 +13,7 @@ import {
 import { GitHttpServer, hasGitHttpBackend } from "./git-server.ts";
 import { githubConfig, linkAndConnect } from "./github.ts";
 import { GitHubStandIn, type StandInUser } from "./github-standin.ts";
+import { freePort } from "./ports.ts";
 
 /** What git as a box runs it needs on this machine; empty when everything is there. */
 export const boxGitMissing = [

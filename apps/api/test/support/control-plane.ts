@@ -1,5 +1,4 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
@@ -10,6 +9,7 @@ import type { Clock } from "../../src/context.ts";
 import { openDatabase } from "../../src/db/client.ts";
 import { createLogger } from "../../src/logger.ts";
 import { TestClient } from "./client.ts";
+import { freePort } from "./ports.ts";
 
 export type DbKind = "pglite" | "postgres";
 
@@ -38,15 +38,6 @@ export interface TestControlPlane {
 /** Every test control plane is configured with this administrator, as `make up` configures its own. */
 export const ADMIN_EMAIL = "admin@doppio.test";
 export const ADMIN_PASSWORD = "the operator's own passphrase";
-
-/** A loopback port free right now, so the public URL (the CSRF origin) can be known before listening. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** A new, empty PostgreSQL database on TEST_DATABASE_URL's server, and how to drop it. */
 export async function freshPostgresDatabase(): Promise<{ url: string; drop(): Promise<void> }> {

@@ -1,9 +1,9 @@
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { request } from "node:http";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { stringify as toYaml } from "yaml";
+import { freePort } from "../../../api/test/support/ports.ts";
 import { hasChromium } from "./browser.ts";
 
 /**
@@ -29,17 +29,6 @@ export function upStackMissing(): string[] {
     !hasChromium && "/usr/bin/chromium (apt-get install chromium)",
     !isRoot && "root (the agent builds images and runs QEMU)",
   ].filter((x): x is string => typeof x === "string");
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 /**

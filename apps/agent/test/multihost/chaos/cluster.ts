@@ -11,10 +11,10 @@ import {
   ADMIN_PASSWORD,
   freshPostgresDatabase,
 } from "../../../../api/test/support/control-plane.ts";
+import { freePort } from "../../../../api/test/support/ports.ts";
 import { ReplicaProcess } from "../../../../api/test/support/replica-process.ts";
 import { RoundRobinProxy } from "../../../../api/test/support/round-robin-proxy.ts";
 import { buildMinimalImage, qemuUnavailable, REPO } from "../../qemu/support.ts";
-import { freePort } from "../../support/agent-harness.ts";
 import { AgentProcess } from "../../support/agent-process.ts";
 import { findCaddy } from "../../support/caddy.ts";
 import { FAKE_DISK_BYTES, fakeVmmAlive } from "../../support/fake-executor.ts";
