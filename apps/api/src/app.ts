@@ -116,6 +116,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
       deps.database.kind === "postgres" && config.databaseUrl
         ? new PgBus({
             connectionString: config.databaseUrl,
+            replica: deps.database.applicationName,
             db: deps.database.db,
             reader: busReader(deps.database.db),
             log: deps.logger,

@@ -76,8 +76,9 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
     await db?.drop();
   });
 
-  async function createThroughA(): Promise<{ slug: string; jobId: string }> {
-    const res = await ownerA.post("/api/v1/boxes", { template: "minimal", name: `rep-${n++}` });
+  /** A box created on A, by the test's owner unless said (boxCreatesPerMinute is per user). */
+  async function createThroughA(owner = ownerA): Promise<{ slug: string; jobId: string }> {
+    const res = await owner.post("/api/v1/boxes", { template: "minimal", name: `rep-${n++}` });
     expect(res.status).toBe(202);
     return { slug: res.body.box.slug, jobId: res.body.job.id };
   }
@@ -123,6 +124,46 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
     const got = await logs.waitFor((f) => f.event === "lines");
     expect(got.lines.map((l: { text: string }) => l.text)).toEqual(["from replica A"]);
     await Promise.all([events.close(), logs.close()]);
+  });
+
+  it("tells B of a box's and a job's change that no replica lived to announce", async () => {
+    const owner = await signedInClient(a.url, "replica-unannounced");
+    const { slug, jobId } = await createThroughA(owner);
+    const events = await follow(owner.at(b.url), "/api/v1/events");
+    // Committed by a connection that publishes nothing, as when a replica is killed between
+    // its commit and its own notification: the database's note is all B can hear.
+    const bare = new pg.Client({ connectionString: db.url });
+    await bare.connect();
+    try {
+      await bare.query("update agent_jobs set status = 'failed', error = 'by hand' where id = $1", [jobId]);
+      await bare.query("update boxes set status = 'error', updated_at = now() where slug = $1", [slug]);
+    } finally {
+      await bare.end();
+    }
+    await events.waitFor(
+      (f) => f.event === "job" && (f.data as any).id === jobId && (f.data as any).status === "failed",
+    );
+    await events.waitFor(
+      (f) => f.event === "box" && (f.data as any).slug === slug && (f.data as any).status === "error",
+    );
+    await events.close();
+  });
+
+  it("hands A's stream its own change once, and B's the same box", async () => {
+    const owner = await signedInClient(a.url, "replica-once");
+    // The owner's idle default is part of the box's view: B must read it too.
+    expect((await owner.request("PATCH", "/api/v1/me/idle", { idleTimeoutMinutes: 45 })).status).toBe(200);
+    const onA = await follow(owner, "/api/v1/events");
+    const onB = await follow(owner.at(b.url), "/api/v1/events");
+    const { slug } = await createThroughA(owner);
+    const created = (f: { event: string; data: unknown }) =>
+      f.event === "box" && (f.data as any).slug === slug;
+    await onB.waitFor(created); // the note reached the replicas
+    await new Promise((r) => setTimeout(r, 500)); // time for a reload A must not do
+    expect(onA.frames.filter(created)).toHaveLength(1);
+    expect(onB.frames.filter(created)).toHaveLength(1);
+    expect(onB.frames.find(created)!.data).toEqual(onA.frames.find(created)!.data);
+    await Promise.all([onA.close(), onB.close()]);
   });
 
   it("misses nothing while B's LISTEN connection is killed and comes back", async () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -16,6 +17,12 @@ export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
 export interface Database {
   db: Db;
   kind: "pglite" | "postgres";
+  /**
+   * This process's name on PostgreSQL (every pooled connection's application_name): the
+   * database signs the bus notes of this process's writes with it (drizzle/0024_bus_notes.sql),
+   * and the bus skips the notes it signed (realtime/pg-bus.ts).
+   */
+  applicationName: string;
   close(): Promise<void>;
 }
 
@@ -37,12 +44,14 @@ export async function openDatabase(opts: {
   /** PostgreSQL connections at most (ApiConfig.databasePoolSize). */
   poolSize: number;
 }): Promise<Database> {
+  const applicationName = `doppio-api ${randomUUID()}`;
   if (opts.databaseUrl) {
     // A connection attempt that never completes (a server mid-restart, a dead network path)
     // fails after the timeout instead of holding one of the pool's slots, and the requests
     // queued behind it, forever.
     const pool = new pg.Pool({
       connectionString: opts.databaseUrl,
+      application_name: applicationName,
       max: opts.poolSize,
       connectionTimeoutMillis: opts.connectTimeoutMs ?? 10_000,
     });
@@ -70,12 +79,12 @@ export async function openDatabase(opts: {
       await pool.end().catch(() => {});
       throw err;
     }
-    return { db: db as unknown as Db, kind: "postgres", close: () => pool.end() };
+    return { db: db as unknown as Db, kind: "postgres", applicationName, close: () => pool.end() };
   }
   const dir = path.join(opts.dataDir, "pgdata");
   mkdirSync(dir, { recursive: true });
   const client = await PGlite.create(dir);
   const db = drizzlePglite(client, { schema });
   await migratePglite(db, { migrationsFolder: MIGRATIONS });
-  return { db: db as unknown as Db, kind: "pglite", close: () => client.close() };
+  return { db: db as unknown as Db, kind: "pglite", applicationName, close: () => client.close() };
 }

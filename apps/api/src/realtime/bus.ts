@@ -5,8 +5,7 @@ import type { AnsiblePlay, AnsibleTask, Box, Job, LogLine, TopUp, WalletEvent } 
 export type PlayEvent = { type: "play"; play: AnsiblePlay } | { type: "task"; task: AnsibleTask };
 
 export type RealtimeEvent =
-  /** `boxId` lets other replicas reload the row (apps/api/src/realtime/pg-bus.ts); the stream never sends it. */
-  | { type: "box"; box: Box; boxId?: string }
+  | { type: "box"; box: Box }
   | { type: "job"; job: Job & { boxSlug: string | null } }
   | { type: "wallet"; wallet: WalletEvent }
   /** A card top-up changed status; streams send it to `userId` alone (billing/stripe.ts). */

@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { type LogLine, TopUp, WalletEvent } from "@doppio/contracts";
 import { sql } from "drizzle-orm";
 import pg from "pg";
@@ -14,17 +13,16 @@ const BUS_CHANNEL = "doppio_bus";
 /**
  * What crosses replicas: a topic and an id, never the row (NOTIFY payloads are capped at
  * 8000 bytes and a row read later is never stale). `r` is the sending replica, which
- * already told its own subscribers.
+ * already told its own subscribers. Box and job notes are sent by the database, in the
+ * transaction that changes the row (drizzle/0024_bus_notes.sql): they arrive if and only if
+ * the change commits, even when the replica that made it dies right after. The others are
+ * sent from here after the fact, and a replica dying first loses them: a claim wake-up (the
+ * agent's long-poll ends on its own and claims again), log lines (a follower reconnecting
+ * reads them), a wallet warning, a top-up's status, a play's progress.
  */
 const Note = z.discriminatedUnion("k", [
   z.object({ r: z.string(), k: z.literal("server"), id: z.string() }),
-  z.object({
-    r: z.string(),
-    k: z.literal("box"),
-    team: z.string(),
-    id: z.string().optional(),
-    slug: z.string(),
-  }),
+  z.object({ r: z.string(), k: z.literal("box"), team: z.string(), id: z.string() }),
   z.object({ r: z.string(), k: z.literal("job"), team: z.string(), id: z.string() }),
   z.object({ r: z.string(), k: z.literal("logs"), id: z.string(), from: z.number(), to: z.number() }),
   // A wallet warning is a moment, not a row: its few fields travel in the notification.
@@ -44,6 +42,8 @@ const RECONNECT_MAX_MS = 5_000;
 
 export interface PgBusOptions {
   connectionString: string;
+  /** This process's name on the database (Database.applicationName), which signs its notes. */
+  replica: string;
   db: Db;
   reader: BusReader;
   log: Logger;
@@ -53,8 +53,9 @@ export interface PgBusOptions {
 
 /**
  * The bus across control-plane replicas on one PostgreSQL: each publish tells this
- * process's subscribers at once (as `Bus` does) and NOTIFYs the others, who load the row
- * and tell theirs. One dedicated connection LISTENs; when it is lost (backend killed,
+ * process's subscribers at once (as `Bus` does) and the others hear of it on one channel
+ * (a box's or a job's change from the database at commit, the rest NOTIFYed from here),
+ * load the row and tell theirs. One dedicated connection LISTENs; when it is lost (backend killed,
  * server restarted, network cut, found by a ping) it reconnects with backoff and, once
  * listening again, catches up from the database: every claim waiter re-claims, every
  * followed team gets the boxes and jobs that changed since shortly before the loss, every
@@ -64,7 +65,6 @@ export interface PgBusOptions {
  * a repeat is harmless.
  */
 export class PgBus extends Bus {
-  private readonly replica = randomUUID();
   private client: pg.Client | null = null;
   private pid: number | null = null;
   private connected = false;
@@ -112,19 +112,17 @@ export class PgBus extends Bus {
 
   override jobEnqueued(serverId: string): void {
     super.jobEnqueued(serverId);
-    this.notify({ r: this.replica, k: "server", id: serverId });
+    this.notify({ r: this.opts.replica, k: "server", id: serverId });
   }
 
   override publish(teamId: string, event: RealtimeEvent): void {
     super.publish(teamId, event);
-    if (event.type === "box") {
-      this.notify({ r: this.replica, k: "box", team: teamId, id: event.boxId, slug: event.box.slug });
-    } else if (event.type === "job") {
-      this.notify({ r: this.replica, k: "job", team: teamId, id: event.job.id });
-    } else if (event.type === "topup") {
-      this.notify({ r: this.replica, k: "topup", team: teamId, user: event.userId, topUp: event.topUp });
+    // The database announced the row's change already, at commit.
+    if (event.type === "box" || event.type === "job") return;
+    if (event.type === "topup") {
+      this.notify({ r: this.opts.replica, k: "topup", team: teamId, user: event.userId, topUp: event.topUp });
     } else {
-      this.notify({ r: this.replica, k: "wallet", team: teamId, wallet: event.wallet });
+      this.notify({ r: this.opts.replica, k: "wallet", team: teamId, wallet: event.wallet });
     }
   }
 
@@ -132,15 +130,15 @@ export class PgBus extends Bus {
     if (lines.length === 0) return;
     super.publishLogs(boxId, lines);
     this.sawLogs(boxId, lines);
-    this.notify({ r: this.replica, k: "logs", id: boxId, from: lines[0]!.seq, to: lines.at(-1)!.seq });
+    this.notify({ r: this.opts.replica, k: "logs", id: boxId, from: lines[0]!.seq, to: lines.at(-1)!.seq });
   }
 
   override publishPlay(playId: string, event: PlayEvent): void {
     super.publishPlay(playId, event);
     this.notify(
       event.type === "play"
-        ? { r: this.replica, k: "play", id: playId }
-        : { r: this.replica, k: "task", play: playId, id: event.task.id },
+        ? { r: this.opts.replica, k: "play", id: playId }
+        : { r: this.opts.replica, k: "task", play: playId, id: event.task.id },
     );
   }
 
@@ -182,16 +180,14 @@ export class PgBus extends Bus {
       this.opts.log.warn({ err }, "ignoring a malformed bus notification");
       return;
     }
-    if (note.r === this.replica) return;
+    if (note.r === this.opts.replica) return;
     const { reader } = this.opts;
     switch (note.k) {
       case "server":
         this.emitter.emit(`server:${note.id}`);
         return;
       case "box":
-        this.reload(`team:${note.team}`, () =>
-          reader.box({ id: note.id, teamId: note.team, slug: note.slug }),
-        );
+        this.reload(`team:${note.team}`, () => reader.box(note.id));
         return;
       case "job":
         this.reload(`team:${note.team}`, () => reader.job(note.id));

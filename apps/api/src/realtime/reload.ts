@@ -1,9 +1,9 @@
 import { FINAL_JOB_STATUSES, type LogLine } from "@doppio/contracts";
-import { and, asc, desc, eq, gt, gte, isNull, lte, notInArray, or } from "drizzle-orm";
+import { and, asc, eq, gt, gte, lte, notInArray, or } from "drizzle-orm";
 import { tasksOf, toPlays, toTask } from "../ansible/views.ts";
 import type { Db } from "../db/client.ts";
 import { agentJobs, ansiblePlays, ansibleTasks, boxes, boxLogs, servers } from "../db/schema.ts";
-import { toBox } from "../services/box-view.ts";
+import { selectBoxViews, toBox } from "../services/box-view.ts";
 import { toJob } from "../services/jobs.ts";
 import { toLine } from "../services/logs.ts";
 import type { PlayEvent, RealtimeEvent } from "./bus.ts";
@@ -13,7 +13,7 @@ import type { PlayEvent, RealtimeEvent } from "./bus.ts";
  * topic and an id, never the row): the row as it is now, in the shape the stream sends.
  */
 export interface BusReader {
-  box(ref: { id?: string; teamId: string; slug: string }): Promise<RealtimeEvent | null>;
+  box(id: string): Promise<RealtimeEvent | null>;
   job(id: string): Promise<RealtimeEvent | null>;
   /** Lines of the box with `after < seq <= upTo` (no upper bound when `upTo` is absent). */
   logs(boxId: string, after: number, upTo?: number): Promise<LogLine[]>;
@@ -29,20 +29,10 @@ export interface BusReader {
 const LOG_LINES_MAX = 5000;
 
 export function busReader(db: Db): BusReader {
-  const boxWhere = (ref: { id?: string; teamId: string; slug: string }) =>
-    ref.id
-      ? eq(boxes.id, ref.id)
-      : and(eq(boxes.teamId, ref.teamId), eq(boxes.slug, ref.slug), isNull(boxes.deletedAt));
   return {
-    async box(ref) {
-      const [row] = await db
-        .select({ box: boxes, server: servers })
-        .from(boxes)
-        .leftJoin(servers, eq(servers.id, boxes.serverId))
-        .where(boxWhere(ref))
-        .orderBy(desc(boxes.createdAt))
-        .limit(1);
-      return row ? { type: "box", box: toBox(row.box, row.server), boxId: row.box.id } : null;
+    async box(id) {
+      const [row] = await selectBoxViews(db, eq(boxes.id, id));
+      return row ? { type: "box", box: toBox(row.box, row.server, row.ownerIdle) } : null;
     },
     async job(id) {
       const [row] = await db
@@ -92,12 +82,10 @@ export function busReader(db: Db): BusReader {
       return [...tasks, play];
     },
     async teamSince(teamId, since) {
-      const boxRows = await db
-        .select({ box: boxes, server: servers })
-        .from(boxes)
-        .leftJoin(servers, eq(servers.id, boxes.serverId))
-        .where(and(eq(boxes.teamId, teamId), gte(boxes.updatedAt, since)))
-        .orderBy(asc(boxes.updatedAt));
+      const boxRows = await selectBoxViews(
+        db,
+        and(eq(boxes.teamId, teamId), gte(boxes.updatedAt, since)),
+      ).orderBy(asc(boxes.updatedAt));
       const jobRows = await db
         .select({ job: agentJobs, slug: boxes.slug, server: servers.name })
         .from(agentJobs)
@@ -116,7 +104,7 @@ export function busReader(db: Db): BusReader {
         .orderBy(asc(agentJobs.seqNo));
       return [
         ...jobRows.map((r): RealtimeEvent => ({ type: "job", job: toJob(r.job, r.slug, r.server) })),
-        ...boxRows.map((r): RealtimeEvent => ({ type: "box", box: toBox(r.box, r.server), boxId: r.box.id })),
+        ...boxRows.map((r): RealtimeEvent => ({ type: "box", box: toBox(r.box, r.server, r.ownerIdle) })),
       ];
     },
   };

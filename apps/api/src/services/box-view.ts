@@ -1,6 +1,7 @@
 import { allowedActions, type Box, boxUrls, effectiveIdleTimeout, idleHibernatesAt } from "@doppio/contracts";
 import { eq, type SQL } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
+import type { Db } from "../db/client.ts";
 import { boxes, servers, users } from "../db/schema.ts";
 
 export type BoxRow = typeof boxes.$inferSelect;
@@ -56,13 +57,13 @@ export function toBox(
 export type BoxView = NonNullable<Awaited<ReturnType<typeof loadBoxView>>>;
 
 export async function loadBoxView(ctx: Ctx, boxId: string) {
-  const [row] = await selectBoxViews(ctx, eq(boxes.id, boxId));
+  const [row] = await selectBoxViews(ctx.db, eq(boxes.id, boxId));
   return row ?? null;
 }
 
 /** The boxes `where` selects, with their servers and owners' idle defaults (one query). */
-export function selectBoxViews(ctx: Ctx, where: SQL | undefined) {
-  return ctx.db
+export function selectBoxViews(db: Db, where: SQL | undefined) {
+  return db
     .select({ box: boxes, server: servers, ownerIdle: users.idleTimeoutMinutes })
     .from(boxes)
     .leftJoin(servers, eq(servers.id, boxes.serverId))
@@ -77,7 +78,6 @@ export async function publishBox(ctx: Ctx, boxId: string) {
   ctx.bus.publish(row.box.teamId, {
     type: "box",
     box: toBox(row.box, row.server, row.ownerIdle),
-    boxId: row.box.id,
   });
   return { teamId: row.box.teamId, slug: row.box.slug, serverName: row.server?.name ?? null };
 }

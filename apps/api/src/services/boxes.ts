@@ -64,7 +64,7 @@ export async function findBox(ctx: Ctx, p: Principal, slug: string): Promise<Box
 /** Like findBox, with what the API shows of it (a BoxView), in one query. */
 export async function findBoxView(ctx: Ctx, p: Principal, slug: string): Promise<BoxView> {
   if (slugProblem(slug)) throw notFound(`box "${slug}"`);
-  const [row] = await selectBoxViews(ctx, teamBox(p, slug));
+  const [row] = await selectBoxViews(ctx.db, teamBox(p, slug));
   if (!row) throw notFound(`box "${slug}"`);
   return row;
 }
@@ -141,7 +141,7 @@ async function announce(ctx: Ctx, serverId: string, boxId: string): Promise<BoxV
   ctx.bus.jobEnqueued(serverId);
   if (view) {
     const box = toBox(view.box, view.server, view.ownerIdle);
-    ctx.bus.publish(view.box.teamId, { type: "box", box, boxId });
+    ctx.bus.publish(view.box.teamId, { type: "box", box });
   }
   return view;
 }
@@ -354,7 +354,7 @@ export async function actOnBox(
 }
 
 export async function listBoxes(ctx: Ctx, p: Principal) {
-  return selectBoxViews(ctx, and(eq(boxes.teamId, p.teamId), isNull(boxes.deletedAt))).orderBy(
+  return selectBoxViews(ctx.db, and(eq(boxes.teamId, p.teamId), isNull(boxes.deletedAt))).orderBy(
     desc(boxes.createdAt),
   );
 }

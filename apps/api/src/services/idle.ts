@@ -34,11 +34,14 @@ export async function recordActivity(ctx: Ctx, serverId: string, vms: Heartbeat[
     const seen = new Date(Math.min(reported.get(row.slug)!.getTime(), now));
     const before = row.lastActiveAt?.getTime() ?? 0;
     if (seen.getTime() <= before) continue;
+    // Activity alone is not a change the database announces to other replicas; a step the
+    // stream hears of moves updated_at too, which is (drizzle/0024_bus_notes.sql).
+    const announced = seen.getTime() - before >= PUBLISH_STEP_MS;
     await ctx.db
       .update(boxes)
-      .set({ lastActiveAt: seen })
+      .set(announced ? { lastActiveAt: seen, updatedAt: new Date(now) } : { lastActiveAt: seen })
       .where(and(eq(boxes.id, row.id), or(isNull(boxes.lastActiveAt), lt(boxes.lastActiveAt, seen))));
-    if (seen.getTime() - before >= PUBLISH_STEP_MS) await publishBox(ctx, row.id);
+    if (announced) await publishBox(ctx, row.id);
   }
 }
 
