@@ -17,6 +17,7 @@
  * late the generator's own event loop ran, which every latency here is read on): on a
  * small machine they share the cores, and that caps what a second replica can add.
  */
+import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
@@ -114,6 +115,11 @@ interface Window {
    * read on it, so a late loop inflates them all by up to this much.
    */
   generatorLag: { p99: number; max: number };
+  /**
+   * How late each replica's event loop ran (p99 and max, ms, the worst replica's; prom-client's
+   * default metrics on /metrics, at its 10 ms resolution): a claim woken on a late loop waits.
+   */
+  replicaLag: { p99: number; max: number };
 }
 
 interface RunResult {
@@ -125,7 +131,12 @@ interface RunResult {
 async function run(replicaCount: number): Promise<RunResult> {
   const db = await freshPostgresDatabase();
   // Limits are for people; the bench's users are many and fast on purpose.
-  const limits = { boxQuotaPerUser: 1000, boxCreatesPerMinute: 100_000, authRateLimitPerMinute: 100_000 };
+  const limits = {
+    boxQuotaPerUser: 1000,
+    boxCreatesPerMinute: 100_000,
+    authRateLimitPerMinute: 100_000,
+    metricsToken: randomBytes(24).toString("hex"),
+  };
   const replicas: ReplicaProcess[] = [];
   try {
     for (let i = 0; i < replicaCount; i++) {
@@ -288,6 +299,23 @@ async function run(replicaCount: number): Promise<RunResult> {
       ...agentClients.map(heartbeatLoop),
       ...users.map(userLoop),
     ];
+    /** The worst replica's event-loop lag since the last scrape (p99, max; ms). */
+    const replicasLag = async (): Promise<{ p99: number; max: number }> => {
+      const lags = await Promise.all(
+        urls.map(async (url) => {
+          const res = await fetch(`${url}/metrics`, {
+            headers: { authorization: `Bearer ${limits.metricsToken}` },
+          });
+          const text = await res.text();
+          const read = (name: string) => 1000 * Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1]);
+          return {
+            p99: read("nodejs_eventloop_lag_p99_seconds"),
+            max: read("nodejs_eventloop_lag_max_seconds"),
+          };
+        }),
+      );
+      return { p99: Math.max(...lags.map((l) => l.p99)), max: Math.max(...lags.map((l) => l.max)) };
+    };
     /** Waits `warmupMs`, then measures SECONDS with the users thinking `think` ms between calls. */
     const measure = async (think: number, warmupMs: number): Promise<Window> => {
       thinkMs = think;
@@ -301,7 +329,9 @@ async function run(replicaCount: number): Promise<RunResult> {
         claim: [],
         cpu: { generator: 0, replicas: 0, postgres: 0, machine: 0 },
         generatorLag: { p99: 0, max: 0 },
+        replicaLag: { p99: 0, max: 0 },
       };
+      await replicasLag(); // a scrape starts each replica's lag histogram afresh
       const lag = monitorEventLoopDelay({ resolution: 5 });
       lag.enable();
       window = w;
@@ -322,6 +352,7 @@ async function run(replicaCount: number): Promise<RunResult> {
       };
       lag.disable();
       w.generatorLag = { p99: lag.percentile(99) / 1e6, max: lag.max / 1e6 };
+      w.replicaLag = await replicasLag();
       return w;
     };
     // Paced first: the saturated window's backlog (queued requests and jobs) would spill
@@ -374,6 +405,7 @@ function table(title: string, pick: (r: RunResult) => Window): void {
     "generator's event loop late p99/max",
     (w) => `${ms(w.generatorLag.p99)} / ${ms(w.generatorLag.max)} ms`,
   );
+  row("replicas' event loop late p99/max", (w) => `${ms(w.replicaLag.p99)} / ${ms(w.replicaLag.max)} ms`);
 }
 
 console.log(
