@@ -2,7 +2,9 @@
 -- database itself, in the transaction that makes it: the note is delivered if and only if
 -- the change commits, whichever replica (or person) made it and whether or not that replica
 -- lives long enough to say so (apps/api/src/realtime/pg-bus.ts). `r` is the writer's
--- application_name, which a replica sets to its bus name to skip its own notes.
+-- application_name, which a replica sets to its bus name to skip its own notes. A box note
+-- also carries the slug, which replicas of the version before this one require: during a
+-- rolling upgrade they still read the notes of the upgraded ones.
 -- Not announced: a box's activity time alone (services/idle.ts moves updated_at when the
 -- stream should hear of it), a job's lease alone, and a job handed to its agent.
 CREATE OR REPLACE FUNCTION doppio_bus_box() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -18,7 +20,7 @@ BEGIN
   END IF;
   PERFORM pg_notify('doppio_bus', json_build_object(
     'r', current_setting('application_name'), 'k', 'box',
-    'team', NEW.team_id, 'id', NEW.id)::text);
+    'team', NEW.team_id, 'id', NEW.id, 'slug', NEW.slug)::text);
   RETURN NULL;
 END
 $$;

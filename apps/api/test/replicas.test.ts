@@ -126,10 +126,16 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
     await Promise.all([events.close(), logs.close()]);
   });
 
+  // The bus-note tests share one owner (sign-ups and creates are limited per minute) and one
+  // box, whose job they end by hand, so no job of theirs is left for the tests after them.
+  let noteOwner: TestClient;
+  let noteBox: string;
+
   it("tells B of a box's and a job's change that no replica lived to announce", async () => {
-    const owner = await signedInClient(a.url, "replica-unannounced");
-    const { slug, jobId } = await createThroughA(owner);
-    const events = await follow(owner.at(b.url), "/api/v1/events");
+    noteOwner = await signedInClient(a.url, "replica-notes");
+    const { slug, jobId } = await createThroughA(noteOwner);
+    noteBox = slug;
+    const events = await follow(noteOwner.at(b.url), "/api/v1/events");
     // Committed by a connection that publishes nothing, as when a replica is killed between
     // its commit and its own notification: the database's note is all B can hear.
     const bare = new pg.Client({ connectionString: db.url });
@@ -149,20 +155,49 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
     await events.close();
   });
 
+  it("sends box notes that replicas of the version before read too (team, id and slug)", async () => {
+    const listener = new pg.Client({ connectionString: db.url });
+    await listener.connect();
+    try {
+      const notes: Array<Record<string, unknown>> = [];
+      listener.on("notification", (n) => notes.push(JSON.parse(n.payload!)));
+      await listener.query("LISTEN doppio_bus");
+      const res = await noteOwner.request("PATCH", `/api/v1/boxes/${noteBox}/idle`, {
+        idleTimeoutMinutes: 30,
+      });
+      expect(res.status).toBe(200);
+      await expect
+        .poll(() => notes.find((n) => n.k === "box"))
+        .toMatchObject({
+          r: expect.stringMatching(/^doppio-api /),
+          team: expect.any(String),
+          id: expect.any(String),
+          slug: noteBox,
+        });
+    } finally {
+      await listener.end();
+    }
+  });
+
   it("hands A's stream its own change once, and B's the same box", async () => {
-    const owner = await signedInClient(a.url, "replica-once");
     // The owner's idle default is part of the box's view: B must read it too.
-    expect((await owner.request("PATCH", "/api/v1/me/idle", { idleTimeoutMinutes: 45 })).status).toBe(200);
-    const onA = await follow(owner, "/api/v1/events");
-    const onB = await follow(owner.at(b.url), "/api/v1/events");
-    const { slug } = await createThroughA(owner);
-    const created = (f: { event: string; data: unknown }) =>
-      f.event === "box" && (f.data as any).slug === slug;
-    await onB.waitFor(created); // the note reached the replicas
+    expect((await noteOwner.request("PATCH", "/api/v1/me/idle", { idleTimeoutMinutes: 45 })).status).toBe(
+      200,
+    );
+    const onA = await follow(noteOwner, "/api/v1/events");
+    const onB = await follow(noteOwner.at(b.url), "/api/v1/events");
+    const res = await noteOwner.request("PATCH", `/api/v1/boxes/${noteBox}/idle`, {
+      idleTimeoutMinutes: null,
+    });
+    expect(res.status).toBe(200);
+    const changed = (f: { event: string; data: unknown }) =>
+      f.event === "box" && (f.data as any).slug === noteBox;
+    await onB.waitFor(changed); // the note reached the replicas
     await new Promise((r) => setTimeout(r, 500)); // time for a reload A must not do
-    expect(onA.frames.filter(created)).toHaveLength(1);
-    expect(onB.frames.filter(created)).toHaveLength(1);
-    expect(onB.frames.find(created)!.data).toEqual(onA.frames.find(created)!.data);
+    expect(onA.frames.filter(changed)).toHaveLength(1);
+    expect(onB.frames.filter(changed)).toHaveLength(1);
+    expect(onB.frames.find(changed)!.data).toMatchObject({ idleTimeoutMinutes: 45 });
+    expect(onB.frames.find(changed)!.data).toEqual(onA.frames.find(changed)!.data);
     await Promise.all([onA.close(), onB.close()]);
   });
 
