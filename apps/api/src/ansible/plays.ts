@@ -158,6 +158,9 @@ export async function startPlay(
     secrets: [agentToken],
     hostKeys: ssh.hostKeys,
   };
+  // The answer is the play as accepted, read before the runner can move it on (a fast
+  // runner used to make it `running` in some answers and `pending` in others).
+  const accepted = await getPlayView(ctx, id);
   try {
     runner.launch(launch);
   } catch (err) {
@@ -170,8 +173,9 @@ export async function startPlay(
         error: "could not start ansible-playbook (see the control plane's log)",
       })
       .where(eq(ansiblePlays.id, id));
+    return getPlayView(ctx, id);
   }
-  return getPlayView(ctx, id);
+  return accepted;
 }
 
 export async function listPlays(ctx: Ctx, name: string): Promise<AnsiblePlay[]> {
