@@ -1,6 +1,5 @@
 import { copyFileSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
-import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -8,6 +7,7 @@ import { registerServer, signedInClient, type TestClient } from "./support/clien
 import { freshPostgresDatabase, POSTGRES_URL, startControlPlane } from "./support/control-plane.ts";
 import { describeOnEachDb } from "./support/each-db.ts";
 import { ansibleMissing, processesMentioning, readPlayStream, waitForPlay } from "./support/plays.ts";
+import { freePort } from "./support/ports.ts";
 
 /**
  * Plays the control plane runs with a real ansible-playbook: the real playbooks against an
@@ -18,14 +18,6 @@ import { ansibleMissing, processesMentioning, readPlayStream, waitForPlay } from
 const REPO_ANSIBLE = path.resolve(import.meta.dirname, "../../../provision/ansible");
 const missing = ansibleMissing();
 if (missing) console.warn(`[plays] SKIPPED: ${missing}`);
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((r) => server.close(r));
-  return port;
-}
 
 if (!missing)
   describeOnEachDb("Ansible plays", (env) => {
@@ -54,7 +46,7 @@ if (!missing)
       const res = await admin.post("/api/v1/servers/pl-nossh/plays", { playbook: "prepare" });
       expect(res.status).toBe(409);
       expect(res.body.error.message).toContain("SSH");
-      const port = await closedPort();
+      const port = await freePort();
       for (const [method, url, body] of [
         ["POST", "/api/v1/servers/pl-nossh/ssh", { host: "127.0.0.1", port, user: "root" }],
         ["GET", "/api/v1/servers/pl-nossh/ssh", undefined],
@@ -90,7 +82,7 @@ if (!missing)
 
     it("records a play against an unreachable host: failure, its task unreachable, the server in error", async () => {
       await registerServer(admin, "pl-down", { status: "pending" });
-      const port = await closedPort();
+      const port = await freePort();
       const ssh = await admin.post("/api/v1/servers/pl-down/ssh", { host: "127.0.0.1", port, user: "root" });
       expect(ssh.status).toBe(200);
       expect(ssh.body).toMatchObject({ host: "127.0.0.1", port, user: "root", hostKeys: null });
@@ -168,7 +160,7 @@ if (!missing)
         await registerServer(admin, "pl-hang", { status: "active" });
         await admin.post("/api/v1/servers/pl-hang/ssh", {
           host: "127.0.0.1",
-          port: await closedPort(),
+          port: await freePort(),
           user: "root",
         });
         const start = await admin.post("/api/v1/servers/pl-hang/plays", { playbook: "deploy_agent" });

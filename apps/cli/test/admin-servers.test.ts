@@ -1,8 +1,8 @@
-import { type AddressInfo, createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registerServer, signedInClient } from "../../api/test/support/client.ts";
 import { startControlPlane, type TestControlPlane } from "../../api/test/support/control-plane.ts";
 import { ansibleMissing } from "../../api/test/support/plays.ts";
+import { freePort } from "../../api/test/support/ports.ts";
 import { buildCli, type CliHome, cliHome } from "./support/cli.ts";
 
 /**
@@ -22,10 +22,8 @@ describe.skipIf(missing !== null)("doppio admin servers", () => {
     [cp] = await Promise.all([startControlPlane(), buildCli()]);
     const admin = await cp.admin();
     await registerServer(admin, "cli-prov", { status: "pending" });
-    const srv = createServer();
-    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-    const { port } = srv.address() as AddressInfo;
-    await new Promise((r) => srv.close(r));
+    // A port nothing listens on: the play finds the host unreachable.
+    const port = await freePort();
     await admin.post("/api/v1/servers/cli-prov/ssh", { host: "127.0.0.1", port, user: "root" });
     home = await cliHome();
     const adminToken = (await admin.post("/api/v1/tokens", { name: "cli" })).body.token as string;

@@ -1,7 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
-import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,6 +11,7 @@ import {
   startControlPlane,
   type TestControlPlane,
 } from "../../api/test/support/control-plane.ts";
+import { freePort } from "../../api/test/support/ports.ts";
 import { hasChromium, launchBrowser, type TestBrowser } from "./support/browser.ts";
 import { buildDashboard } from "./support/build.ts";
 
@@ -83,14 +83,6 @@ function failingAnsibleDir(): string {
   return dir;
 }
 
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((r) => server.close(r));
-  return port;
-}
-
 describe.skipIf(missing.length > 0)("plays on the Servers page in a real browser", () => {
   let outDir: string;
   let playbooks: string;
@@ -107,7 +99,7 @@ describe.skipIf(missing.length > 0)("plays on the Servers page in a real browser
     await registerServer(admin, "ui-host", { status: "pending" });
     const ssh = await admin.post("/api/v1/servers/ui-host/ssh", {
       host: "127.0.0.1",
-      port: await closedPort(),
+      port: await freePort(),
       user: "root",
     });
     expect(ssh.status, JSON.stringify(ssh.body)).toBe(200);
@@ -222,7 +214,7 @@ describe.skipIf(missing.length > 0)("plays on the Servers page in a real browser
       await registerServer(admin, "ui-failing", { status: "pending" });
       await admin.post("/api/v1/servers/ui-failing/ssh", {
         host: "127.0.0.1",
-        port: await closedPort(),
+        port: await freePort(),
         user: "root",
       });
       b = await launchBrowser(other.url);

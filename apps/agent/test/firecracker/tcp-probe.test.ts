@@ -1,5 +1,6 @@
 import { createServer, type Server } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../../api/test/support/ports.ts";
 import { systemClock } from "../../src/vmm/firecracker/index.ts";
 import { TcpReadinessProbe } from "../../src/vmm/firecracker/tcp-probe.ts";
 
@@ -12,10 +13,7 @@ describe("TcpReadinessProbe (loopback)", () => {
     server = createServer((s) => s.end());
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
     open = (server.address() as { port: number }).port;
-    const spare = createServer();
-    await new Promise<void>((r) => spare.listen(0, "127.0.0.1", () => r()));
-    closed = (spare.address() as { port: number }).port;
-    await new Promise<void>((r) => spare.close(() => r()));
+    closed = await freePort();
   });
   afterAll(async () => {
     await new Promise<void>((r) => server.close(() => r()));

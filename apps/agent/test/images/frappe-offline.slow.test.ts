@@ -7,11 +7,11 @@
 // chroot; the version-15 Node step then runs on that same rootfs (one Debian build, not two).
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { findTemplate } from "@doppio/contracts";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../../api/test/support/ports.ts";
 import { buildImage } from "../../src/images/builder.ts";
 import { ImageError } from "../../src/images/errors.ts";
 import { ImageStore, type ImageVersion } from "../../src/images/store.ts";
@@ -30,15 +30,6 @@ if (missing) console.warn(`SKIPPING frappe recipe test: ${missing} (CI must prov
 const versions = JSON.parse(readFileSync(join(REPO, "images", "frappe", "versions.json"), "utf8"));
 /** On the image store's filesystem, so keeping the rootfs is a rename. */
 const KEPT_ROOTFS = join(REPO, ".data", "frappe-offline-rootfs");
-
-async function closedPort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      srv.close(() => resolve(typeof addr === "object" && addr ? addr.port : 9));
-    });
-  });
-}
 
 /**
  * Runs a command in the kept rootfs the way a box's shell finds it (no host PATH), with /dev
@@ -62,7 +53,7 @@ describe.skipIf(missing !== null)("frappe recipe without PyPI/GitHub (slow)", ()
   beforeAll(async () => {
     removeUnlessMounted(KEPT_ROOTFS);
     before = await store.list("frappe");
-    const port = await closedPort();
+    const port = await freePort();
     const report = new RecordingReporter();
     report.log = (l?: string) => void lines.push(l ?? "");
     const t0 = performance.now();

@@ -36,7 +36,10 @@ function canListen(port: number): Promise<boolean> {
   });
 }
 
-/** A loopback port nothing listens on now, and that nothing but a later call here will pick. */
+/**
+ * A loopback port nothing listens on now, and that nothing but a later call here will pick:
+ * for a server to listen on, or to stay closed (a host that refuses connections).
+ */
 export async function freePort(): Promise<number> {
   for (let tries = 0; tries < SLICE; tries++) {
     const port = sliceStart + (turn++ % SLICE);
