@@ -136,6 +136,8 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
     const { slug, jobId } = await createThroughA(noteOwner);
     noteBox = slug;
     const events = await follow(noteOwner.at(b.url), "/api/v1/events");
+    // Another team's stream on B: the database's notes must not carry the box to it.
+    const stranger = await follow(ownerB, "/api/v1/events");
     // Committed by a connection that publishes nothing, as when a replica is killed between
     // its commit and its own notification: the database's note is all B can hear.
     const bare = new pg.Client({ connectionString: db.url });
@@ -152,7 +154,10 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
     await events.waitFor(
       (f) => f.event === "box" && (f.data as any).slug === slug && (f.data as any).status === "error",
     );
-    await events.close();
+    expect(
+      stranger.frames.filter((f) => (f.data as any)?.slug === slug || (f.data as any)?.id === jobId),
+    ).toEqual([]);
+    await Promise.all([events.close(), stranger.close()]);
   });
 
   it("sends box notes that replicas of the version before read too (team, id and slug)", async () => {
