@@ -28,7 +28,7 @@ export const ApiConfig = z.strictObject({
   databaseUrl: z.string().url().optional(),
   /**
    * Connections each replica may hold to PostgreSQL (besides the bus's listener). A create
-   * waits for the placement lock holding its connection. 20 instead of 10 made no
+   * waiting for a server's placement lock holds its connection. 20 instead of 10 made no
    * difference in `npm run bench:load` here (2 cores shared with PostgreSQL).
    */
   databasePoolSize: z.coerce.number().int().min(2).max(200).default(10),

@@ -27,6 +27,24 @@ describe("placement", () => {
     expect(result.ok && result.server.name).toBe("b");
   });
 
+  it("ranks the other servers that fit, best first, for a create that finds the best one busy", () => {
+    const result = placeBox(
+      [
+        server({ name: "half", used: { vcpu: 4, memoryMb: 0, diskGb: 0 } }),
+        server({ name: "full", used: { vcpu: 8, memoryMb: 0, diskGb: 0 } }),
+        server({ name: "empty" }),
+        server({ name: "most", used: { vcpu: 6, memoryMb: 0, diskGb: 0 } }),
+      ],
+      small,
+      opts,
+    );
+    expect(result.ok && [result.server, ...result.others].map((s) => s.name)).toEqual([
+      "empty",
+      "half",
+      "most",
+    ]);
+  });
+
   it("refuses stale, inactive, full and not-ready servers, saying why", () => {
     const result = placeBox(
       [

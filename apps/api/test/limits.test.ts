@@ -4,7 +4,7 @@ import type { Box } from "@doppio/contracts";
 import { eq, sql } from "drizzle-orm";
 import { expect, it } from "vitest";
 import { serializeIn } from "../src/db/exclusive.ts";
-import { rateWindows } from "../src/db/schema.ts";
+import { rateWindows, servers } from "../src/db/schema.ts";
 import { RateWindow } from "../src/services/rate-limits.ts";
 import { heartbeat, registerServer, signedInClient, TestClient } from "./support/client.ts";
 import { describeOnEachDb } from "./support/each-db.ts";
@@ -54,12 +54,13 @@ describeOnEachDb(
         );
       let creates: ReturnType<typeof send>;
       if (env().kind === "postgres") {
-        // Placement held here until all three wait on a lock, so none is placed before the
-        // others' transactions began: what keeps them from all passing the quota is the owner's
-        // lock. (PGlite runs one transaction at a time anyway.)
+        // Every server's placement held here until all three wait on a lock, so none is placed
+        // before the others' transactions began: what keeps them from all passing the quota is
+        // the owner's lock. (PGlite runs one transaction at a time anyway.)
         const { db } = env().cp.ctx;
+        const all = await db.select({ id: servers.id }).from(servers);
         await db.transaction(async (tx) => {
-          await serializeIn(tx, "placement");
+          for (const { id } of all) await serializeIn(tx, `server:${id}`);
           creates = send();
           for (let waiting = 0; waiting < 3; await sleep(20)) {
             const answer = await db.execute(sql`select count(*)::int as n from pg_locks

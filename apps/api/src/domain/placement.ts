@@ -49,7 +49,13 @@ function hasReadyClone(s: Candidate, template: string, diskGb: number): boolean 
   return (s.pools ?? []).some((p) => p.template === template && p.diskGb === diskGb && p.ready > 0);
 }
 
-export type PlacementResult = { ok: true; server: Candidate } | { ok: false; reasons: string[] };
+/**
+ * The best server, and `others`: the rest that fit, best first (where a create goes when
+ * another create is placing on the best one right now).
+ */
+export type PlacementResult =
+  | { ok: true; server: Candidate; others: Candidate[] }
+  | { ok: false; reasons: string[] };
 
 /**
  * Picks an active server with a fresh heartbeat, room for `need` beside its boxes and its
@@ -111,6 +117,7 @@ export function placeBox(
       headroom(b) - headroom(a) ||
       a.name.localeCompare(b.name),
   );
-  const best = ranked[0]!;
-  return { ok: true, server: candidates.find((s) => s.id === best.id) ?? best };
+  const original = (s: Candidate) => candidates.find((c) => c.id === s.id) ?? s;
+  const [best, ...others] = ranked.map(original);
+  return { ok: true, server: best!, others };
 }

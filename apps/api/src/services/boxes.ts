@@ -17,14 +17,14 @@ import { newId } from "../auth/secrets.ts";
 import { requireCredit } from "../billing/funds.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
-import { serializeIn } from "../db/exclusive.ts";
+import { firstFree, serializeIn } from "../db/exclusive.ts";
 import { agentJobs, boxes, servers, serverTemplates, templates } from "../db/schema.ts";
-import { type Candidate, placeBox } from "../domain/placement.ts";
+import { type Candidate, placeBox, type Resources } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
 import { usableRepos } from "../github/installations.ts";
 import { audit } from "./audit.ts";
 import { type BoxRow, type BoxView, loadBoxView, publishBox, selectBoxViews, toBox } from "./box-view.ts";
-import { usedResources, usedSubquery } from "./capacity.ts";
+import { usedOn, usedResources, usedSubquery } from "./capacity.ts";
 import { loadGitAuthor } from "./git-author.ts";
 import { insertJob, type JobRow } from "./jobs.ts";
 import { isUniqueViolation, type Principal } from "./users.ts";
@@ -90,12 +90,8 @@ function jobPayload(ctx: Ctx, box: BoxRow, gitAuthor: GitAuthor | null): BoxJobP
   };
 }
 
-/**
- * Servers with what they have free and their golden status for the template, read in `tx`
- * once it holds the placement lock.
- */
+/** Servers with what they have free and their golden status for the template. */
 async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
-  await serializeIn(tx, "placement");
   const used = usedSubquery(tx);
   const rows = await tx
     .select({
@@ -129,6 +125,47 @@ async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
     golden: golden ?? null,
     pools: pools(s.id),
   }));
+}
+
+/** How many of the servers that fit a create tries to place on without waiting for another create. */
+const SERVERS_TRIED = 4;
+
+/** A create whose server filled up while it waited to place on it: it reads the servers again. */
+class ServerTaken extends Error {}
+
+/**
+ * Picks the server for a box of `need` and holds its placement lock (`server:<id>`) until
+ * `tx` ends, so two creates never both take a server's last room
+ * (`test/placement-race.test.ts`). Creates on different servers do not wait for each other:
+ * the best server another create is placing on right now is passed over for the next that
+ * fits (which spreads creates sent together), and only when every one tried is taken does
+ * this create wait for the best. Under the lock it reads what that server's boxes take
+ * again, since a create that went first may have filled it (then ServerTaken).
+ */
+async function placeAndHold(ctx: Ctx, tx: Db, template: TemplateRow, need: Resources): Promise<Candidate> {
+  const place = (hosts: Candidate[]) =>
+    placeBox(hosts, need, {
+      now: ctx.clock.now(),
+      heartbeatFreshMs: ctx.config.heartbeatFreshMs,
+      allowColdBoot: template.isDefault,
+      template: template.name,
+    });
+  const placement = place(await candidates(tx, template));
+  if (!placement.ok) {
+    throw new AppError("no_capacity", "no server can take this box right now; try again shortly", {
+      reasons: placement.reasons,
+    });
+  }
+  const tried = [placement.server, ...placement.others].slice(0, SERVERS_TRIED);
+  const locks = tried.map((s) => `server:${s.id}` as const);
+  let chosen = tried[await firstFree(tx, locks)];
+  if (!chosen) {
+    chosen = placement.server;
+    await serializeIn(tx, `server:${chosen.id}`);
+  }
+  // Only other creates change what the server's boxes take while this one holds its lock.
+  if (!place([{ ...chosen, used: await usedOn(tx, chosen.id) }]).ok) throw new ServerTaken();
+  return chosen;
 }
 
 /**
@@ -171,7 +208,7 @@ export async function createBox(
   const size = req.size ?? template.defaultSize;
   const need = BOX_SIZES[size];
   const repo = req.repo === undefined ? null : await connectedRepo(ctx, p.userId, req.repo);
-  for (let attempt = 0; ; attempt++) {
+  for (let attempt = 0, taken = 0; ; attempt++) {
     const slug = req.name ?? generateSlug();
     try {
       const created = await ctx.db.transaction(async (tx) => {
@@ -189,19 +226,7 @@ export async function createBox(
           targetId: id,
           data: { slug },
         });
-        // candidates() takes the placement lock: from here to the commit, one create at a time.
-        const hosts = await candidates(tx, template);
-        const placement = placeBox(hosts, need, {
-          now: ctx.clock.now(),
-          heartbeatFreshMs: ctx.config.heartbeatFreshMs,
-          allowColdBoot: template.isDefault,
-          template: template.name,
-        });
-        if (!placement.ok) {
-          throw new AppError("no_capacity", "no server can take this box right now; try again shortly", {
-            reasons: placement.reasons,
-          });
-        }
+        const server = await placeAndHold(ctx, tx, template, need);
         const now = ctx.clock.now();
         const [box] = await tx
           .insert(boxes)
@@ -212,7 +237,7 @@ export async function createBox(
             ownerId: p.userId,
             template: template.name,
             templateVersion: template.version,
-            serverId: placement.server.id,
+            serverId: server.id,
             size,
             ...need,
             desiredState: "running",
@@ -226,7 +251,7 @@ export async function createBox(
         const job = await insertJob(ctx, tx, {
           action: "create",
           boxId: box!.id,
-          serverId: placement.server.id,
+          serverId: server.id,
           payload: jobPayload(ctx, box!, gitAuthor),
         });
         return { box: box!, job };
@@ -235,6 +260,11 @@ export async function createBox(
       const view = await announce(ctx, created.job.serverId, created.box.id);
       return { ...created, view };
     } catch (err) {
+      if (err instanceof ServerTaken) {
+        // Read the servers again: the room this create counted on was taken while it waited.
+        if (++taken < 10) continue;
+        throw new AppError("no_capacity", "servers are busy placing other boxes; try again shortly");
+      }
       if (!isUniqueViolation(err)) throw err;
       if (req.name)
         throw new AppError("conflict", `a box named "${req.name}" already exists`, { field: "name" });

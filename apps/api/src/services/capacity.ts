@@ -1,4 +1,4 @@
-import { isNull, sql } from "drizzle-orm";
+import { eq, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { boxes } from "../db/schema.ts";
 import type { Resources } from "../domain/placement.ts";
@@ -36,4 +36,11 @@ export function usedResources(
 export async function usedByServer(db: Db): Promise<(serverId: string) => Resources> {
   const rows = await db.select().from(usedSubquery(db));
   return (serverId) => usedResources(rows.find((r) => r.serverId === serverId));
+}
+
+/** What the live boxes on server `serverId` take, as committed when the query runs. */
+export async function usedOn(db: Db, serverId: string): Promise<Resources> {
+  const used = usedSubquery(db);
+  const [row] = await db.select().from(used).where(eq(used.serverId, serverId));
+  return usedResources(row);
 }
