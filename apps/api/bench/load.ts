@@ -18,6 +18,7 @@
  * small machine they share the cores, and that caps what a second replica can add.
  */
 import { randomBytes } from "node:crypto";
+import { setMaxListeners } from "node:events";
 import { readdirSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
@@ -202,6 +203,7 @@ async function run(replicaCount: number): Promise<RunResult> {
     // their own schedule, each agent at its own phase (agents start independently), and never
     // hold up the next claim.
     const stopped = new AbortController();
+    setMaxListeners(AGENTS + 1, stopped.signal); // each agent's heartbeat loop waits on it
     const heartbeatLoop = async (agent: TestClient) => {
       await sleep(Math.random() * HEARTBEAT_MS, stopped.signal);
       while (running) {

@@ -125,6 +125,31 @@ describe("placement", () => {
   });
   const forMinimal = { ...opts, template: "minimal" };
 
+  it("passes over a busy best server only for one as good but for headroom", () => {
+    // Never for one that would cold-boot where the best restores, nor restore where it has a clone ready.
+    const cold = server({ name: "cold", golden: "missing" });
+    expect(
+      placeBox([server({ name: "golden" }), cold], small, { ...opts, allowColdBoot: true }),
+    ).toMatchObject({
+      ok: true,
+      server: { name: "golden" },
+      others: [],
+    });
+    const pooled = server({ name: "pooled", pools: [pool()] });
+    expect(placeBox([pooled, server({ name: "plain" })], small, forMinimal)).toMatchObject({
+      ok: true,
+      server: { name: "pooled" },
+      others: [],
+    });
+    // When no golden is ready anywhere, servers that would cold-boot are as good as each other.
+    const cold2 = server({ name: "cold-2", golden: "missing" });
+    expect(placeBox([cold, cold2], small, { ...opts, allowColdBoot: true })).toMatchObject({
+      ok: true,
+      server: { name: "cold" },
+      others: [{ name: "cold-2" }],
+    });
+  });
+
   it("prefers a server with a ready warm-pool clone of the template over more headroom", () => {
     const roomy = server({ name: "roomy" });
     const pooled = server({ name: "pooled", pools: [pool()], used: { vcpu: 4, memoryMb: 8000, diskGb: 50 } });

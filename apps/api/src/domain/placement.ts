@@ -50,8 +50,10 @@ function hasReadyClone(s: Candidate, template: string, diskGb: number): boolean 
 }
 
 /**
- * The best server, and `others`: the rest that fit, best first (where a create goes when
- * another create is placing on the best one right now).
+ * The best server, and `others`: the rest that fit and are as good but for headroom (the
+ * same golden and warm-pool standing), best first: where a create goes when another create
+ * is placing on the best one right now. None of them would cold-boot the box where the best
+ * restores it, or restore it where the best has a clone ready.
  */
 export type PlacementResult =
   | { ok: true; server: Candidate; others: Candidate[] }
@@ -118,6 +120,8 @@ export function placeBox(
       a.name.localeCompare(b.name),
   );
   const original = (s: Candidate) => candidates.find((c) => c.id === s.id) ?? s;
-  const [best, ...others] = ranked.map(original);
-  return { ok: true, server: best!, others };
+  const best = ranked[0]!;
+  const asGood = (s: Candidate) =>
+    (s.golden === "ready") === (best.golden === "ready") && pooled(s) === pooled(best);
+  return { ok: true, server: original(best), others: ranked.slice(1).filter(asGood).map(original) };
 }

@@ -137,8 +137,9 @@ class ServerTaken extends Error {}
  * Picks the server for a box of `need` and holds its placement lock (`server:<id>`) until
  * `tx` ends, so two creates never both take a server's last room
  * (`test/placement-race.test.ts`). Creates on different servers do not wait for each other:
- * the best server another create is placing on right now is passed over for the next that
- * fits (which spreads creates sent together), and only when every one tried is taken does
+ * the best server another create is placing on right now is passed over for the next one
+ * as good but for headroom (`others` of placeBox; this spreads creates sent together), and
+ * only when every one tried is taken does
  * this create wait for the best. Under the lock it reads what that server's boxes take
  * again, since a create that went first may have filled it (then ServerTaken).
  */
