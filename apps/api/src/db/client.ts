@@ -10,6 +10,7 @@ import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
 import pg from "pg";
 import type { Logger } from "pino";
+import { poolTransactions } from "./pool-transactions.ts";
 import * as schema from "./schema.ts";
 
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -65,6 +66,7 @@ export async function openDatabase(opts: {
       client.on("error", (err) => opts.log.warn({ err }, "a database connection in use was closed"));
     });
     const db = drizzlePg(pool, { schema });
+    db.transaction = poolTransactions(pool, schema);
     // Replicas starting together: one migrates, the others wait for it and find nothing to do.
     try {
       const lock = await pool.connect();

@@ -282,7 +282,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     if (p.kind === "disk-full") {
       host.disks!.free();
       if (paused) {
-        // Reconcile (every RECONCILE_INTERVAL_MS) lets the guest run again.
+        // Reconcile (every RECONCILE_INTERVAL_MS) lets the guest run again: counted from the
+        // moment the host's agent runs, since a kill-agent may hold it down right now (a cut
+        // link shares that key; waiting for it too only starts the count later).
+        const agentDown = `host${p.target}`;
+        if (down.has(agentDown)) log(`  ${stamp()} disk-full #${p.target}: freed; waiting for its agent`);
+        while (down.has(agentDown)) await sleep(100);
         const after = await waitGuestRunsAgain(paused, 3 * RECONCILE_INTERVAL_MS);
         log(`  ${stamp()} disk-full #${p.target}: ${after.said}`);
         if (after.stuck) facts.stuckGuests.push(after.said);
