@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { noSpaceLeft } from "../../src/jobs/runner.ts";
 import type { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
+import { vmStatus } from "../../src/vmm/qemu/io-pause.ts";
 import { boxPaths } from "../../src/vmm/qemu/layout.ts";
 import { TestNetns } from "../support/netns.ts";
 import { SmallFs, smallFsUnavailable } from "../support/small-fs.ts";
@@ -14,7 +15,6 @@ import {
   qemuUnavailable,
   RecordingReporter,
   removeAllAndClose,
-  vmStatus,
 } from "./support.ts";
 
 const missing = qemuUnavailable() ?? smallFsUnavailable();

@@ -2,12 +2,14 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { LinuxHostNetwork } from "../../src/net/host-network.ts";
 import { macForIp, tapNameForIp } from "../../src/net/naming.ts";
 import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
+import { vmStatus } from "../../src/vmm/qemu/io-pause.ts";
 import { boxPaths } from "../../src/vmm/qemu/layout.ts";
 import { readPid } from "../../src/vmm/qemu/process.ts";
+import { QmpClient } from "../../src/vmm/qemu/qmp.ts";
 import { TestNetns } from "../support/netns.ts";
 import {
   boxSpec,
@@ -234,6 +236,53 @@ describe.skipIf(missing !== null)("QemuExecutor on real QEMU in a test netns", {
     expect(again.steps).toEqual([]);
     // The first agent's lock on the box never ends; the second removes it.
     await second.remove("cut-boot", new RecordingReporter());
+  });
+
+  it("a resume cut off before its VM ran (the agent died before `cont`) is launched again by the next agent", async () => {
+    const [first, second] = [restartedAgent(), restartedAgent()];
+    await first.createFromGolden(boxSpec("cut-load", "10.0.0.11"), new RecordingReporter());
+    expect(ns.curl("http://10.0.0.11:8000/cgi-bin/data", "kept-on-disk").trim()).toBe("stored");
+    await first.hibernate("cut-load", new RecordingReporter());
+    // The first agent dies just as it would let the loaded VM run: its QMP connection ends
+    // (as a killed process's does) and `cont` is never sent.
+    let atCont!: () => void;
+    const reachedCont = new Promise<void>((resolve) => {
+      atCont = resolve;
+    });
+    const execute = QmpClient.prototype.execute;
+    const spy = vi.spyOn(QmpClient.prototype, "execute").mockImplementation(function (
+      this: QmpClient,
+      command: string,
+      args?: Record<string, unknown>,
+      timeoutMs?: number,
+    ) {
+      if (command !== "cont") return execute.call(this, command, args, timeoutMs);
+      this.close();
+      atCont();
+      return new Promise(() => {});
+    } as typeof execute);
+    void first.start(boxSpec("cut-load", "10.0.0.11", 2), new RecordingReporter());
+    await reachedCont;
+    spy.mockRestore();
+    const paths = boxPaths(dataDir, "cut-load");
+    const stuckPid = await readPid(paths.pid);
+    expect(await vmStatus(paths.qmp)).not.toBe("running");
+
+    const said: string[] = [];
+    const rerun = new (class extends RecordingReporter {
+      override log(line: string): void {
+        said.push(line);
+      }
+    })();
+    await second.start(boxSpec("cut-load", "10.0.0.11", 3), rerun);
+    expect(said.join("\n")).toMatch(/the earlier launch was cut off before its VM ran \(it was \w+\)/);
+    // Its saved memory was consumed before `cont`: the new launch boots the disks.
+    expect(rerun.steps.map((s) => s.name)).toContain("boot_vm");
+    expect(await readPid(paths.pid)).not.toBe(stuckPid);
+    expect(await vmStatus(paths.qmp)).toBe("running");
+    expect(ns.curl("http://10.0.0.11:8000/").trim()).toBe("cut-load");
+    expect(ns.curl("http://10.0.0.11:8000/cgi-bin/data").trim()).toBe("kept-on-disk");
+    await second.remove("cut-load", new RecordingReporter());
   });
 
   it("reset wipes /data, keeps the IP and leaves the box running", async () => {

@@ -7,7 +7,6 @@ import pino from "pino";
 import { macForIp, tapNameForIp } from "../../src/net/naming.ts";
 import type { HostNetwork, StepReporter, VmSpec } from "../../src/vmm/executor.ts";
 import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
-import { QmpClient } from "../../src/vmm/qemu/qmp.ts";
 import { netnsUnavailable } from "../support/netns.ts";
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
@@ -155,14 +154,4 @@ export async function removeAllAndClose(ex: QemuExecutor | undefined): Promise<v
   for (const { slug } of await ex.list())
     await ex.remove(slug, new RecordingReporter()).catch(() => undefined);
   await ex.close();
-}
-
-/** A VM's run state as its QEMU says over QMP: `running`, `paused`, `io-error` (paused on a full disk)... */
-export async function vmStatus(qmpSocket: string): Promise<string> {
-  const qmp = await QmpClient.connect(qmpSocket, 5_000);
-  try {
-    return (await qmp.execute<{ status: string }>("query-status")).status;
-  } finally {
-    qmp.close();
-  }
 }

@@ -21,7 +21,7 @@ import { createVolume } from "./disks.ts";
 import { QemuError, VmmExitedError } from "./errors.ts";
 import { buildGoldenSnapshot, currentGolden, pruneGoldenBuilds } from "./golden.ts";
 import { discardSavedMemory, type SavedMemory, savedMemory, saveMemory } from "./hibernate.ts";
-import { contIfIoError } from "./io-pause.ts";
+import { contIfIoError, vmStatus } from "./io-pause.ts";
 import { type LaunchDeps, launchBox, type Origin, upstreamOf } from "./launch.ts";
 import { type BoxPaths, boxesDir, boxPaths } from "./layout.ts";
 import { writeMetadataFile } from "./metadata.ts";
@@ -424,14 +424,23 @@ export class QemuExecutor implements Executor {
     };
     if (state === "running") {
       if (!record.booting) return upstreamOf(record);
-      try {
-        await this.#finishBoot(paths, record, report);
-        return upstreamOf(record);
-      } catch (err) {
-        // The earlier launch's VMM died before its guest was ready: this start launches anew.
-        if (!(err instanceof VmmExitedError)) throw err;
+      // A launch cut off before it let its VM run (the agent restarted while QEMU loaded a
+      // snapshot or saved memory, before `cont`) leaves the VM waiting for a command that
+      // never comes: no READY would ever follow. That VMM goes, and this start launches anew.
+      const status = await vmStatus(paths.qmp).catch(() => null);
+      if (status !== null && status !== "running" && status !== "io-error") {
         await undo();
-        report.log(`the VMM exited before the guest was ready (${err.message}); launching it again`);
+        report.log(`the earlier launch was cut off before its VM ran (it was ${status}); launching it again`);
+      } else {
+        try {
+          await this.#finishBoot(paths, record, report);
+          return upstreamOf(record);
+        } catch (err) {
+          // The earlier launch's VMM died before its guest was ready: this start launches anew.
+          if (!(err instanceof VmmExitedError)) throw err;
+          await undo();
+          report.log(`the VMM exited before the guest was ready (${err.message}); launching it again`);
+        }
       }
     }
     await rm(paths.stopped, { force: true });

@@ -1,5 +1,15 @@
 import { QmpClient } from "./qmp.ts";
 
+/** A VM's run state as its QEMU says over QMP: `running`, `paused`, `inmigrate`, `io-error` (paused on a full disk)... */
+export async function vmStatus(qmpSocket: string, connectTimeoutMs = 2_000): Promise<string> {
+  const qmp = await QmpClient.connect(qmpSocket, connectTimeoutMs);
+  try {
+    return (await qmp.execute<{ status: string }>("query-status")).status;
+  } finally {
+    qmp.close();
+  }
+}
+
 /**
  * Lets a VM run again that its QEMU paused on a failed disk write (status `io-error`: with
  * its default werror=enospc QEMU pauses a guest whose write met a full host disk, and keeps

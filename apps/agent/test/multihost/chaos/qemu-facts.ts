@@ -6,10 +6,10 @@ import { promisify } from "node:util";
 import { FIREWALL_TABLE, parsePortSet } from "../../../src/net/firewall.ts";
 import { TAP_PREFIX } from "../../../src/net/naming.ts";
 import { savedMemory } from "../../../src/vmm/qemu/hibernate.ts";
+import { vmStatus } from "../../../src/vmm/qemu/io-pause.ts";
 import { boxesDir, boxPaths } from "../../../src/vmm/qemu/layout.ts";
 import { isVmProcess, readPid } from "../../../src/vmm/qemu/process.ts";
 import { type BoxRecord, readJson } from "../../../src/vmm/qemu/records.ts";
-import { vmStatus } from "../../qemu/support.ts";
 import type { Host } from "./cluster.ts";
 import { processesInNetns, type VmFacts } from "./host-facts.ts";
 
