@@ -13,7 +13,7 @@ const LOCK_CLASS = 0x646f70;
  * quota counts that user's boxes, so the user's own creates count in turn (`owner:<user
  * id>`); a server's free room is counted by one create at a time (`server:<server id>`).
  * A create takes its owner's lock first and then at most one server's, and waits for a
- * server's lock only when it holds none (`firstFree`), so no two creates wait for each other.
+ * server's lock only when it holds none (`firstFree`), so creates never deadlock.
  * Advisory locks, not row locks on the servers: heartbeats update those rows and must not
  * queue behind every create.
  */

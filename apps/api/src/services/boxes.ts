@@ -139,9 +139,9 @@ class ServerTaken extends Error {}
  * (`test/placement-race.test.ts`). Creates on different servers do not wait for each other:
  * the best server another create is placing on right now is passed over for the next one
  * as good but for headroom (`others` of placeBox; this spreads creates sent together), and
- * only when every one tried is taken does
- * this create wait for the best. Under the lock it reads what that server's boxes take
- * again, since a create that went first may have filled it (then ServerTaken).
+ * only when every one tried is taken does this create wait for the best. Under the lock it
+ * reads what that server's boxes take again, since a create that went first may have
+ * filled it (then ServerTaken).
  */
 async function placeAndHold(ctx: Ctx, tx: Db, template: TemplateRow, need: Resources): Promise<Candidate> {
   const place = (hosts: Candidate[]) =>

@@ -1,6 +1,9 @@
 import { QmpClient } from "./qmp.ts";
 
-/** A VM's run state as its QEMU says over QMP: `running`, `paused`, `inmigrate`, `io-error` (paused on a full disk)... */
+/**
+ * A VM's run state as its QEMU says over QMP: `running`, `paused`, `inmigrate`, `io-error`
+ * (paused on a full disk)...
+ */
 export async function vmStatus(qmpSocket: string, connectTimeoutMs = 2_000): Promise<string> {
   const qmp = await QmpClient.connect(qmpSocket, connectTimeoutMs);
   try {
