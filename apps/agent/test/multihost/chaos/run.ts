@@ -145,6 +145,13 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
   const started = Date.now();
   const cluster: Cluster = await startCluster({ replicas, hosts, netns: whyNoNetns === null, backend, log });
   log(`  ${((Date.now() - started) / 1000).toFixed(1)} s cluster up`);
+  // Interrupted (Ctrl-C, a CI timeout): what the run started goes with it, as at its end.
+  const interrupted = (signal: NodeJS.Signals) => {
+    log(`chaos: ${signal}: stopping what the run started`);
+    void cluster.close().finally(() => process.exit(130));
+  };
+  process.once("SIGINT", interrupted);
+  process.once("SIGTERM", interrupted);
   const injected: string[] = [];
   const running: Promise<void>[] = [];
   const down = new Set<string>();
@@ -358,6 +365,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     }
     throw err;
   } finally {
+    process.off("SIGINT", interrupted);
+    process.off("SIGTERM", interrupted);
     await watcher?.stop();
     await cluster.close();
   }
