@@ -1,13 +1,14 @@
 import net from "node:net";
 import { setTimeout as sleep, setImmediate as tick } from "node:timers/promises";
 import type { Box } from "@doppio/contracts";
-import { eq, sql } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { expect, it } from "vitest";
 import { serializeIn } from "../src/db/exclusive.ts";
 import { rateWindows, servers } from "../src/db/schema.ts";
 import { RateWindow } from "../src/services/rate-limits.ts";
 import { heartbeat, registerServer, signedInClient, TestClient } from "./support/client.ts";
 import { describeOnEachDb } from "./support/each-db.ts";
+import { advisoryLockWaiters } from "./support/locks.ts";
 
 const LIMITS = {
   boxQuotaPerUser: 2,
@@ -62,12 +63,7 @@ describeOnEachDb(
         await db.transaction(async (tx) => {
           for (const { id } of all) await serializeIn(tx, `server:${id}`);
           creates = send();
-          for (let waiting = 0; waiting < 3; await sleep(20)) {
-            const answer = await db.execute(sql`select count(*)::int as n from pg_locks
-              where locktype = 'advisory' and not granted
-                and database = (select oid from pg_database where datname = current_database())`);
-            waiting = (answer as unknown as { rows: Array<{ n: number }> }).rows[0]!.n;
-          }
+          while ((await advisoryLockWaiters(db)) < 3) await sleep(20);
         });
       } else creates = send();
       expect((await creates!).map((r) => r.status).sort()).toEqual([202, 202, 403]);

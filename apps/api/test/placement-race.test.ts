@@ -7,6 +7,7 @@ import { boxes, servers } from "../src/db/schema.ts";
 import { heartbeat, registerServer, signedInClient, type TestClient } from "./support/client.ts";
 import { dbUnavailable, startControlPlane, type TestControlPlane } from "./support/control-plane.ts";
 import { describeOnEachDb } from "./support/each-db.ts";
+import { advisoryLockWaiters } from "./support/locks.ts";
 
 // Placement counts what each server has free; creates arriving together must count in turn
 // (each server's placement lock), or two of them take the same last slot.
@@ -76,14 +77,6 @@ describe.skipIf(why !== null)("placement locks per server [postgres]", () => {
       return fn(tx);
     });
 
-  /** Creates waiting for an advisory lock right now. */
-  async function waitingForLocks(): Promise<number> {
-    const answer = await env.cp.ctx.db.execute(sql`select count(*)::int as n from pg_locks
-      where locktype = 'advisory' and not granted
-        and database = (select oid from pg_database where datname = current_database())`);
-    return (answer as unknown as { rows: Array<{ n: number }> }).rows[0]!.n;
-  }
-
   it("firstFree takes the first lock no one holds, and only that one", async () => {
     const held = ["server:x0", "server:x1", "server:x2"] as const;
     await holding([], async (other) => {
@@ -129,7 +122,7 @@ describe.skipIf(why !== null)("placement locks per server [postgres]", () => {
     const fillerId = randomUUID();
     await holding(["roomy", "second"], async (tx) => {
       create = send();
-      await expect.poll(waitingForLocks, { timeout: 10_000 }).toBe(1);
+      await expect.poll(() => advisoryLockWaiters(env.cp.ctx.db), { timeout: 10_000 }).toBe(1);
       // What a create that placed there first would do: take the rest of the server's room.
       const [model] = await tx.select().from(boxes).where(eq(boxes.slug, "waits-1"));
       await tx
