@@ -3,6 +3,7 @@ import type Stripe from "stripe";
 import type { WalletNotifier } from "./billing/funds.ts";
 import type { ApiConfig } from "./config.ts";
 import type { Db } from "./db/client.ts";
+import type { ExclusiveTasks } from "./db/exclusive.ts";
 import type { GitHub } from "./github/service.ts";
 import type { Mailer } from "./mail.ts";
 import type { Metrics } from "./metrics.ts";
@@ -20,6 +21,8 @@ export const systemClock: Clock = { now: () => new Date() };
 /** Everything a route or service needs, built once in app.ts. */
 export interface Ctx {
   db: Db;
+  /** Work that runs on one replica at a time (services/periodic.ts). */
+  tasks: ExclusiveTasks;
   config: ApiConfig;
   clock: Clock;
   bus: Bus;

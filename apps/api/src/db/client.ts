@@ -10,6 +10,7 @@ import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
 import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
 import pg from "pg";
 import type { Logger } from "pino";
+import { advisoryTasks, type ExclusiveTasks, processTasks } from "./exclusive.ts";
 import { poolTransactions } from "./pool-transactions.ts";
 import * as schema from "./schema.ts";
 
@@ -24,6 +25,8 @@ export interface Database {
    * and the bus skips the notes it signed (realtime/pg-bus.ts).
    */
   applicationName: string;
+  /** Work that runs on one replica at a time. */
+  tasks: ExclusiveTasks;
   close(): Promise<void>;
 }
 
@@ -50,12 +53,12 @@ export async function openDatabase(opts: {
     // A connection attempt that never completes (a server mid-restart, a dead network path)
     // fails after the timeout instead of holding one of the pool's slots, and the requests
     // queued behind it, forever.
-    const pool = new pg.Pool({
+    const connection = {
       connectionString: opts.databaseUrl,
       application_name: applicationName,
-      max: opts.poolSize,
       connectionTimeoutMillis: opts.connectTimeoutMs ?? 10_000,
-    });
+    };
+    const pool = new pg.Pool({ ...connection, max: opts.poolSize });
     // An idle connection the server ended (a restart, a failover) is dropped by the pool and
     // replaced on next use; without a listener its error would end the process.
     pool.on("error", (err) => opts.log.warn({ err }, "an idle database connection was closed"));
@@ -81,12 +84,28 @@ export async function openDatabase(opts: {
       await pool.end().catch(() => {});
       throw err;
     }
-    return { db: db as unknown as Db, kind: "postgres", applicationName, close: () => pool.end() };
+    const tasks = advisoryTasks(() => new pg.Client(connection), opts.log);
+    return {
+      db: db as unknown as Db,
+      kind: "postgres",
+      applicationName,
+      tasks,
+      close: async () => {
+        await tasks.close();
+        await pool.end();
+      },
+    };
   }
   const dir = path.join(opts.dataDir, "pgdata");
   mkdirSync(dir, { recursive: true });
   const client = await PGlite.create(dir);
   const db = drizzlePglite(client, { schema });
   await migratePglite(db, { migrationsFolder: MIGRATIONS });
-  return { db: db as unknown as Db, kind: "pglite", applicationName, close: () => client.close() };
+  return {
+    db: db as unknown as Db,
+    kind: "pglite",
+    applicationName,
+    tasks: processTasks(),
+    close: () => client.close(),
+  };
 }

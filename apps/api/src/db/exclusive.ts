@@ -1,9 +1,8 @@
 import { sql } from "drizzle-orm";
+import type pg from "pg";
+import type { Logger } from "pino";
 import { z } from "zod";
 import type { Db } from "./client.ts";
-
-/** node-postgres's answer to the lock query. */
-const LockAnswer = z.object({ rows: z.array(z.object({ ok: z.boolean() })) });
 
 /** First half of every advisory-lock key this control plane takes ("dop"), so other users of the database do not collide. */
 const LOCK_CLASS = 0x646f70;
@@ -48,25 +47,94 @@ export type ExclusiveTask = "lease-reaper" | "server-liveness" | "idle-sweep" | 
 
 export type ExclusiveResult<T> = { ran: true; value: T } | { ran: false };
 
+/** Work that must run on one replica at a time (the lease reaper, billing), each task by name. */
+export interface ExclusiveTasks {
+  /**
+   * Runs `fn` unless the same task is running right now, on this replica or another; then
+   * returns `{ran: false}` at once (periodic work simply waits for its next tick).
+   */
+  run<T>(task: ExclusiveTask, fn: () => Promise<T>): Promise<ExclusiveResult<T>>;
+  close(): Promise<void>;
+}
+
+/** Tasks of a single process (PGlite is one by construction): a tick still running makes the next one pass. */
+export function processTasks(): ExclusiveTasks {
+  const running = new Set<ExclusiveTask>();
+  return {
+    async run(task, fn) {
+      if (running.has(task)) return { ran: false };
+      running.add(task);
+      try {
+        return { ran: true, value: await fn() };
+      } finally {
+        running.delete(task);
+      }
+    },
+    close: async () => {},
+  };
+}
+
+/** node-postgres's answer to the lock query. */
+const LockAnswer = z.object({ rows: z.array(z.object({ ok: z.boolean() })) });
+
 /**
- * Runs `fn` unless another replica is running the same task right now (then returns
- * `{ran: false}` at once: periodic work simply waits for its next tick). On PostgreSQL the
- * guard is a transaction-scoped advisory lock held by one pooled connection for as long as
- * `fn` runs (`fn` uses other connections); a replica that dies mid-run drops its connection
- * and with it the lock. PGlite is one process by construction, so there is nothing to guard.
+ * Tasks of replicas on one PostgreSQL: a task runs under a session advisory lock, taken on
+ * one connection of its own outside the pool, so a task holding its lock never waits for a
+ * pooled connection that other tasks holding theirs have taken (with the lock on a pooled
+ * connection, two tasks on a pool of two each held one and waited for a second until the
+ * connect timeout). That connection only takes and drops locks. If it is lost (a restart),
+ * its locks go with it and the next run connects again; another replica may then start a
+ * task this one is still finishing, as it could when a replica dies mid-run, so every task
+ * is safe to run twice. On one connection a session lock is re-entrant, so a task already
+ * running in this process is refused before asking PostgreSQL.
  */
-export async function exclusively<T>(
-  db: Db,
-  kind: "pglite" | "postgres",
-  task: ExclusiveTask,
-  fn: () => Promise<T>,
-): Promise<ExclusiveResult<T>> {
-  if (kind === "pglite") return { ran: true, value: await fn() };
-  return db.transaction(async (tx) => {
-    const result = LockAnswer.parse(
-      await tx.execute(sql`select pg_try_advisory_xact_lock(${lockKey(task)}) as ok`),
-    );
-    if (!result.rows[0]?.ok) return { ran: false };
-    return { ran: true, value: await fn() };
-  });
+export function advisoryTasks(newClient: () => pg.Client, log: Pick<Logger, "warn">): ExclusiveTasks {
+  const local = new Set<ExclusiveTask>();
+  let current: Promise<pg.Client> | null = null;
+  const lockClient = (): Promise<pg.Client> => {
+    if (current) return current;
+    const client = newClient();
+    const ready = client.connect().then(() => client);
+    const drop = () => {
+      if (current === ready) current = null;
+    };
+    client.on("error", (err) => {
+      log.warn({ err }, "the task-lock database connection was closed");
+      drop();
+    });
+    client.on("end", drop);
+    ready.catch(drop);
+    current = ready;
+    return ready;
+  };
+  const lockQuery = async (
+    client: pg.Client,
+    fn: "pg_try_advisory_lock" | "pg_advisory_unlock",
+    task: ExclusiveTask,
+  ) =>
+    LockAnswer.parse(await client.query(`select ${fn}($1, hashtext($2)) as ok`, [LOCK_CLASS, task])).rows[0]
+      ?.ok === true;
+  return {
+    async run(task, fn) {
+      if (local.has(task)) return { ran: false };
+      local.add(task);
+      try {
+        const client = await lockClient();
+        if (!(await lockQuery(client, "pg_try_advisory_lock", task))) return { ran: false };
+        try {
+          return { ran: true, value: await fn() };
+        } finally {
+          // A lost connection already dropped the lock.
+          await lockQuery(client, "pg_advisory_unlock", task).catch(() => false);
+        }
+      } finally {
+        local.delete(task);
+      }
+    },
+    async close() {
+      const client = await current?.catch(() => null);
+      current = null;
+      await client?.end().catch(() => {});
+    },
+  };
 }

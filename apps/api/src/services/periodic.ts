@@ -1,5 +1,5 @@
 import type { Ctx } from "../context.ts";
-import { type ExclusiveResult, type ExclusiveTask, exclusively } from "../db/exclusive.ts";
+import type { ExclusiveResult, ExclusiveTask } from "../db/exclusive.ts";
 import { purgeExpiredGrants } from "./access.ts";
 import { hibernateIdleBoxes } from "./idle.ts";
 import { reapExpiredJobs } from "./jobs.ts";
@@ -9,15 +9,13 @@ import { markUnreachableServers } from "./servers.ts";
 /** Rate-limit keys idle longer than this are of no window any more. */
 const RATE_KEYS_KEEP_MS = 60 * 60_000;
 
-const dbKind = (ctx: Ctx) => (ctx.config.databaseUrl ? "postgres" : "pglite");
-
 /** Runs a periodic task on this replica unless another replica is running it now. */
 export function runExclusive<T>(
   ctx: Ctx,
   task: ExclusiveTask,
   fn: () => Promise<T>,
 ): Promise<ExclusiveResult<T>> {
-  return exclusively(ctx.db, dbKind(ctx), task, fn);
+  return ctx.tasks.run(task, fn);
 }
 
 /**
