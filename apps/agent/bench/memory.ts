@@ -2,8 +2,10 @@
  * Streamed vs mapped golden RAM on real QEMU (`npm run bench:memory`, as root), one run,
  * side by side: snapshot size, restore → guest ready with its phases (p50 of each, from the
  * agent's and the guest's progress marks: StepReporter.mark), and host memory (RSS and PSS from
- * /proc/PID/smaps_rollup) of 1 and of N idle clones. A streamed restore copies the whole
- * guest RAM out of the migration stream into the new process; a mapped one maps the
+ * /proc/PID/smaps_rollup) of 1 and of N idle clones, with their PSS by kind of mapping: the
+ * guest's RAM (what clones of one golden can share), TCG's code buffer and QEMU's other
+ * anonymous memory (each VMM's own), and files and libraries. A streamed restore copies the
+ * whole guest RAM out of the migration stream into the new process; a mapped one maps the
  * golden's RAM file private and loads only device state (src/vmm/qemu/mapped-ram.ts).
  * Env: BENCH_RUNS (default 5) restores per mode, BENCH_CLONES (default 8), BENCH_IDLE_MS (3000).
  */
@@ -22,6 +24,7 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const CLONES = Number(process.env.BENCH_CLONES ?? 8);
 const IDLE_MS = Number(process.env.BENCH_IDLE_MS ?? 3000);
 const MODES = ["streamed", "mapped"] as const;
+const GUEST_MB = 256;
 type Mode = (typeof MODES)[number];
 
 requireQemuBench("bench:memory");
@@ -49,17 +52,47 @@ async function clone(mode: Mode): Promise<{ slug: string; ms: number; phases: Ma
   return { slug, ...restorePhases(report) };
 }
 
-/** RSS and PSS (kB) of the clones' QEMU processes, summed. */
-async function memory(mode: Mode, slugs: string[]): Promise<{ rss: number; pss: number }> {
+type Usage = { rss: number; pss: number; kinds: Map<Kind, number> };
+
+/** RSS and PSS (kB) of the clones' QEMU processes, summed, and their PSS by kind. */
+async function memory(mode: Mode, slugs: string[]): Promise<Usage> {
   let rss = 0;
   let pss = 0;
+  const kinds = new Map<Kind, number>(KINDS.map((k) => [k, 0]));
   for (const slug of slugs) {
     const pid = await readPid(boxPaths(dirs[mode], slug).pid);
+    if (pid === null) throw new Error(`${slug}: no VMM pid`);
     const text = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
     rss += Number(/^Rss:\s+(\d+)/m.exec(text)?.[1] ?? 0);
     pss += Number(/^Pss:\s+(\d+)/m.exec(text)?.[1] ?? 0);
+    for (const [kind, kb] of pssByKind(pid, GUEST_MB)) kinds.set(kind, kinds.get(kind)! + kb);
   }
-  return { rss, pss };
+  return { rss, pss, kinds };
+}
+
+/** Where a VMM's memory goes, by mapping: its guest's RAM, TCG's code buffer, the rest. */
+const KINDS = ["guest RAM", "TCG code buffer", "other anonymous", "files and libraries"] as const;
+type Kind = (typeof KINDS)[number];
+
+/** PSS (kB) of one QEMU process by kind, from /proc/PID/smaps (the guest RAM is the mapping of its size). */
+function pssByKind(pid: number, guestMb: number): Map<Kind, number> {
+  const out = new Map<Kind, number>(KINDS.map((k) => [k, 0]));
+  let kind: Kind = "other anonymous";
+  for (const line of readFileSync(`/proc/${pid}/smaps`, "utf8").split("\n")) {
+    const head = /^([0-9a-f]+)-([0-9a-f]+) (\S{4}) \S+ \S+ (\d+)\s*(.*)$/.exec(line);
+    if (head) {
+      const bytes = Number.parseInt(head[2]!, 16) - Number.parseInt(head[1]!, 16);
+      const [perms, inode, name] = [head[3]!, head[4]!, head[5]!];
+      if (bytes === guestMb * 1024 * 1024) kind = "guest RAM";
+      else if (inode !== "0" && !name.startsWith("/memfd:")) kind = "files and libraries";
+      else if (perms.includes("x")) kind = "TCG code buffer";
+      else kind = "other anonymous";
+      continue;
+    }
+    const pss = /^Pss:\s+(\d+)/.exec(line);
+    if (pss) out.set(kind, out.get(kind)! + Number(pss[1]));
+  }
+  return out;
 }
 
 async function removeAll(mode: Mode): Promise<void> {
@@ -78,7 +111,7 @@ try {
     version: "1",
     imageVersion: "bench-memory",
     readyPorts: [8000, 8888],
-    memoryMb: 256,
+    memoryMb: GUEST_MB,
     vcpu: 1,
   };
   const build: Record<string, number> = {};
@@ -98,7 +131,7 @@ try {
       await executors[mode].remove(c.slug, new RecordingReporter());
     }
   }
-  const usage = new Map<Mode, { one: { rss: number; pss: number }; many: { rss: number; pss: number } }>();
+  const usage = new Map<Mode, { one: Usage; many: Usage }>();
   for (const mode of MODES) {
     const first = await clone(mode);
     await delay(IDLE_MS);
@@ -114,7 +147,7 @@ try {
   const mem = { streamed: usage.get("streamed")!, mapped: usage.get("mapped")! };
   const qemu = execFileSync("qemu-system-x86_64", ["--version"], { encoding: "utf8" }).split("\n")[0];
   console.log(
-    `bench:memory — ${qemu}, microvm (TCG), minimal template (256 MB guest), one run; the host is shared with other workers, so absolute times are load-dependent`,
+    `bench:memory — ${qemu}, microvm (TCG), minimal template (${GUEST_MB} MB guest), one run; the host is shared with other workers, so absolute times are load-dependent`,
   );
   console.log(`                               streamed          mapped`);
   const row = (label: string, s: string, m: string) => console.log(`${label.padEnd(31)}${s.padEnd(18)}${m}`);
@@ -147,11 +180,21 @@ try {
   row("1 idle clone PSS", mb(mem.streamed.one.pss), mb(mem.mapped.one.pss));
   row(`${CLONES} idle clones RSS (sum)`, mb(mem.streamed.many.rss), mb(mem.mapped.many.rss));
   row(`${CLONES} idle clones PSS (sum)`, mb(mem.streamed.many.pss), mb(mem.mapped.many.pss));
+  for (const kind of KINDS)
+    for (const n of ["one", "many"] as const)
+      row(
+        `  ${kind}, ${n === "one" ? 1 : CLONES}`,
+        mb(mem.streamed[n].kinds.get(kind)!),
+        mb(mem.mapped[n].kinds.get(kind)!),
+      );
   row(
     `PSS ${CLONES} / PSS 1`,
     `${(mem.streamed.many.pss / mem.streamed.one.pss).toFixed(2)}x`,
     `${(mem.mapped.many.pss / mem.mapped.one.pss).toFixed(2)}x`,
   );
+  const guestRatio = (mode: Mode) =>
+    `${(mem[mode].many.kinds.get("guest RAM")! / mem[mode].one.kinds.get("guest RAM")!).toFixed(2)}x`;
+  row(`guest RAM PSS ${CLONES} / 1`, guestRatio("streamed"), guestRatio("mapped"));
   console.log(
     `streamed / mapped: restore -> ready p50 ${(p50(ready.streamed) / p50(ready.mapped)).toFixed(2)}x, ${CLONES}-clone PSS ${(mem.streamed.many.pss / mem.mapped.many.pss).toFixed(2)}x`,
   );
