@@ -1,4 +1,4 @@
-import { expect, it } from "vitest";
+import { expect, it, vi } from "vitest";
 import { heartbeat, registerServer, signedInClient, type TestClient } from "./support/client.ts";
 import { describeOnEachDb } from "./support/each-db.ts";
 
@@ -172,6 +172,53 @@ describeOnEachDb("boxes", (env) => {
     expect((await other.get("/api/v1/boxes/private-one/jobs")).status).toBe(404);
     expect((await other.request("PATCH", "/api/v1/boxes/private-one", { env: {} })).status).toBe(404);
     expect((await other.get("/api/v1/boxes")).body.boxes).toEqual([]);
+    await finishJob(agent);
+  });
+
+  it("answers a create and an action with the box as committed, and wakes the agent before any read after the commit", async () => {
+    await agent.post("/agent/v1/heartbeat", heartbeat());
+    const owner = await signedInClient(env().url, "answered");
+    // The owner's own idle timeout shows in the box's view: the answer must carry it too.
+    expect((await owner.request("PATCH", "/api/v1/me/idle", { idleTimeoutMinutes: 45 })).status).toBe(200);
+    const { ctx } = env().cp;
+    const order: string[] = [];
+    const transaction = ctx.db.transaction.bind(ctx.db);
+    const select = ctx.db.select.bind(ctx.db);
+    const wake = ctx.bus.jobEnqueued.bind(ctx.bus);
+    const spies = [
+      vi.spyOn(ctx.db, "transaction").mockImplementation((async (...args: Parameters<typeof transaction>) => {
+        const result = await transaction(...args);
+        order.push("commit");
+        return result;
+      }) as never),
+      vi.spyOn(ctx.db, "select").mockImplementation(((...args: Parameters<typeof select>) => {
+        order.push("read");
+        return select(...args);
+      }) as never),
+      vi.spyOn(ctx.bus, "jobEnqueued").mockImplementation((serverId) => {
+        order.push("wake");
+        wake(serverId);
+      }),
+    ];
+    try {
+      const created = await owner.post("/api/v1/boxes", { template: "minimal", name: "answered" });
+      expect(created.status).toBe(202);
+      expect(order.slice(order.lastIndexOf("commit"))).toEqual(["commit", "wake"]);
+      expect(created.body.box).toMatchObject({ idleTimeoutMinutes: 45, server: "fc-01" });
+      expect(created.body.box).toEqual((await owner.get("/api/v1/boxes/answered")).body);
+      await finishJob(agent);
+
+      order.length = 0;
+      const stop = await owner.post("/api/v1/boxes/answered/stop");
+      expect(stop.status).toBe(202);
+      expect(order.slice(order.lastIndexOf("commit"))).toEqual(["commit", "wake"]);
+      expect(stop.body.box).toMatchObject({ status: "stopping", idleTimeoutMinutes: 45 });
+      expect(stop.body.box).toEqual((await owner.get("/api/v1/boxes/answered")).body);
+    } finally {
+      for (const spy of spies) spy.mockRestore();
+    }
+    await finishJob(agent);
+    await owner.del("/api/v1/boxes/answered");
     await finishJob(agent);
   });
 

@@ -55,8 +55,8 @@ function hasReadyClone(s: Candidate, template: string, diskGb: number): boolean 
  * is placing on the best one right now. None of them would cold-boot the box where the best
  * restores it, or restore it where the best has a clone ready.
  */
-export type PlacementResult =
-  | { ok: true; server: Candidate; others: Candidate[] }
+export type PlacementResult<C extends Candidate = Candidate> =
+  | { ok: true; server: C; others: C[] }
   | { ok: false; reasons: string[] };
 
 /**
@@ -67,11 +67,11 @@ export type PlacementResult =
  * restore; a clone of another size cannot be claimed), then the most headroom, so boxes
  * spread across hosts.
  */
-export function placeBox(
-  candidates: readonly Candidate[],
+export function placeBox<C extends Candidate>(
+  candidates: readonly C[],
   need: Resources,
   opts: { now: Date; heartbeatFreshMs: number; allowColdBoot: boolean; template?: string },
-): PlacementResult {
+): PlacementResult<C> {
   const reasons = new Set<string>();
   const withPools = candidates.map((s) => {
     const held = poolReservation(s.pools ?? []);
@@ -119,7 +119,7 @@ export function placeBox(
       headroom(b) - headroom(a) ||
       a.name.localeCompare(b.name),
   );
-  const original = (s: Candidate) => candidates.find((c) => c.id === s.id) ?? s;
+  const original = (s: C) => candidates.find((c) => c.id === s.id) ?? s;
   const best = ranked[0]!;
   const asGood = (s: Candidate) =>
     (s.golden === "ready") === (best.golden === "ready") && pooled(s) === pooled(best);

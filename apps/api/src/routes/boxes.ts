@@ -59,7 +59,7 @@ export function boxRoutes(ctx: Ctx): FastifyPluginAsyncZod {
           );
         }
         const { box, job, view: row } = await createBox(ctx, req.principal!, req.body);
-        const v = row ? shown(row) : await view(box.id);
+        const v = shown(row);
         return reply.code(202).send({ box: v.box, job: toJob(job, box.slug, v.serverName) });
       },
     });

@@ -18,12 +18,12 @@ import { requireCredit } from "../billing/funds.ts";
 import type { Ctx } from "../context.ts";
 import type { Db } from "../db/client.ts";
 import { firstFree, serializeIn } from "../db/exclusive.ts";
-import { agentJobs, boxes, servers, serverTemplates, templates } from "../db/schema.ts";
+import { agentJobs, boxes, servers, serverTemplates, templates, users } from "../db/schema.ts";
 import { type Candidate, placeBox, type Resources } from "../domain/placement.ts";
 import { AppError, notFound } from "../errors.ts";
 import { usableRepos } from "../github/installations.ts";
 import { audit } from "./audit.ts";
-import { type BoxRow, type BoxView, loadBoxView, publishBox, selectBoxViews, toBox } from "./box-view.ts";
+import { type BoxRow, type BoxView, publishBox, selectBoxViews, toBox } from "./box-view.ts";
 import { usedOn, usedResources, usedSubquery } from "./capacity.ts";
 import { loadGitAuthor } from "./git-author.ts";
 import { insertJob, type JobRow } from "./jobs.ts";
@@ -90,8 +90,11 @@ function jobPayload(ctx: Ctx, box: BoxRow, gitAuthor: GitAuthor | null): BoxJobP
   };
 }
 
+/** A server as placement weighs it, and its row as read (the new box's view shows it). */
+type ServerCandidate = Candidate & { row: NonNullable<BoxView["server"]> };
+
 /** Servers with what they have free and their golden status for the template. */
-async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
+async function candidates(tx: Db, template: TemplateRow): Promise<ServerCandidate[]> {
   const used = usedSubquery(tx);
   const rows = await tx
     .select({
@@ -124,6 +127,7 @@ async function candidates(tx: Db, template: TemplateRow): Promise<Candidate[]> {
     used: usedResources(used),
     golden: golden ?? null,
     pools: pools(s.id),
+    row: s,
   }));
 }
 
@@ -143,8 +147,13 @@ class ServerTaken extends Error {}
  * reads what that server's boxes take again, since a create that went first may have
  * filled it (then ServerTaken).
  */
-async function placeAndHold(ctx: Ctx, tx: Db, template: TemplateRow, need: Resources): Promise<Candidate> {
-  const place = (hosts: Candidate[]) =>
+async function placeAndHold(
+  ctx: Ctx,
+  tx: Db,
+  template: TemplateRow,
+  need: Resources,
+): Promise<ServerCandidate> {
+  const place = (hosts: ServerCandidate[]) =>
     placeBox(hosts, need, {
       now: ctx.clock.now(),
       heartbeatFreshMs: ctx.config.heartbeatFreshMs,
@@ -170,39 +179,42 @@ async function placeAndHold(ctx: Ctx, tx: Db, template: TemplateRow, need: Resou
 }
 
 /**
- * Reads the box as the transaction left it, then wakes the server's claim long-poll, then
- * publishes that read: the stream sees every state in order, and no read of ours sits
- * between the enqueue and the agent's claim.
+ * Right after the commit that queued a job: wakes the server's claim long-poll and publishes
+ * the box as the transaction left it. `view` is built from the rows the transaction wrote and
+ * read, not read again: a read here would sit between the enqueue and the agent's claim, and
+ * the stream hears this state before any the agent's reports make (it cannot have claimed yet).
  */
-async function announce(ctx: Ctx, serverId: string, boxId: string): Promise<BoxView | null> {
-  const view = await loadBoxView(ctx, boxId);
+function announce(ctx: Ctx, serverId: string, view: BoxView): BoxView {
   ctx.bus.jobEnqueued(serverId);
-  if (view) {
-    const box = toBox(view.box, view.server, view.ownerIdle);
-    ctx.bus.publish(view.box.teamId, { type: "box", box });
-  }
+  ctx.bus.publish(view.box.teamId, { type: "box", box: toBox(view.box, view.server, view.ownerIdle) });
   return view;
 }
 
-/** Boxes a user may have at once: one user must not exhaust every server for everyone. */
-async function checkQuota(ctx: Ctx, tx: Db, p: Principal): Promise<void> {
+/**
+ * Boxes a user may have at once: one user must not exhaust every server for everyone.
+ * Returns, from the same read, the user's idle timeout (the new box's view shows it).
+ */
+async function checkQuota(ctx: Ctx, tx: Db, p: Principal): Promise<number | null> {
   const [row] = await tx
-    .select({ n: count() })
-    .from(boxes)
-    .where(and(eq(boxes.ownerId, p.userId), isNull(boxes.deletedAt)));
+    .select({ n: count(boxes.id), idle: users.idleTimeoutMinutes })
+    .from(users)
+    .leftJoin(boxes, and(eq(boxes.ownerId, users.id), isNull(boxes.deletedAt)))
+    .where(eq(users.id, p.userId))
+    .groupBy(users.id);
   const quota = ctx.config.boxQuotaPerUser;
   if ((row?.n ?? 0) >= quota) {
     throw new AppError("forbidden", `box quota reached: at most ${quota} boxes per user; delete one first`, {
       quota,
     });
   }
+  return row?.idle ?? null;
 }
 
 export async function createBox(
   ctx: Ctx,
   p: Principal,
   req: CreateBoxRequest,
-): Promise<{ box: BoxRow; job: JobRow; view: BoxView | null }> {
+): Promise<{ box: BoxRow; job: JobRow; view: BoxView }> {
   const [template] = await ctx.db.select().from(templates).where(eq(templates.name, req.template));
   if (!template)
     throw new AppError("validation_failed", `unknown template "${req.template}"`, { field: "template" });
@@ -216,7 +228,7 @@ export async function createBox(
         // First what only the owner's own creates change, under the owner's lock (two creates
         // of one user count in turn), so the lock every create waits for is held briefly.
         await serializeIn(tx, `owner:${p.userId}`);
-        await checkQuota(ctx, tx, p);
+        const ownerIdle = await checkQuota(ctx, tx, p);
         await requireCredit(ctx, tx, p.userId);
         const gitAuthor = await loadGitAuthor(tx, p.userId, githubWebUrl(ctx));
         const id = newId();
@@ -255,11 +267,10 @@ export async function createBox(
           serverId: server.id,
           payload: jobPayload(ctx, box!, gitAuthor),
         });
-        return { box: box!, job };
+        return { box: box!, job, view: { box: box!, server: server.row, ownerIdle } };
       });
-      // The read it announced answers the request too (no second read on the create path).
-      const view = await announce(ctx, created.job.serverId, created.box.id);
-      return { ...created, view };
+      announce(ctx, created.job.serverId, created.view);
+      return created;
     } catch (err) {
       if (err instanceof ServerTaken) {
         // Read the servers again: the room this create counted on was taken while it waited.
@@ -279,7 +290,7 @@ export interface ActionResult {
   box: BoxRow;
   job: JobRow;
   deduplicated: boolean;
-  view?: BoxView | null;
+  view?: BoxView;
 }
 
 /**
@@ -309,14 +320,12 @@ export async function actOnBox(
   const slug = box.slug;
   // A start (a resume or a wake included) needs credit; stopping and hibernating never do.
   if (action === "start") await requireCredit(ctx, ctx.db, box.ownerId);
-  // The box's job in flight (at most one) and its host, in one read.
-  const [{ inflight, host } = { inflight: null, host: null }] = await ctx.db
-    .select({
-      inflight: agentJobs,
-      host: { name: servers.name, unreachableSince: servers.unreachableSince },
-    })
+  // The box's job in flight (at most one), its host and its owner's idle timeout, in one read.
+  const [{ inflight, host, ownerIdle } = { inflight: null, host: null, ownerIdle: null }] = await ctx.db
+    .select({ inflight: agentJobs, host: servers, ownerIdle: users.idleTimeoutMinutes })
     .from(boxes)
     .leftJoin(servers, eq(servers.id, boxes.serverId))
+    .leftJoin(users, eq(users.id, boxes.ownerId))
     .leftJoin(
       agentJobs,
       and(eq(agentJobs.boxId, boxes.id), inArray(agentJobs.status, ["pending", "delivered", "running"])),
@@ -377,7 +386,8 @@ export async function actOnBox(
       });
       return { box: updated, job, deduplicated: false };
     });
-    return { ...result, view: await announce(ctx, result.job.serverId, box.id) };
+    const view = { box: result.box, server: host, ownerIdle };
+    return { ...result, view: announce(ctx, result.job.serverId, view) };
   } catch (err) {
     if (isUniqueViolation(err)) throw new AppError("conflict", `box "${slug}" already has a job in progress`);
     throw err;
