@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import pg from "pg";
 import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type Database, openDatabase } from "../src/db/client.ts";
 import { processTasks } from "../src/db/exclusive.ts";
 import { dbUnavailable, freshPostgresDatabase } from "./support/control-plane.ts";
@@ -129,5 +129,30 @@ describe.skipIf(why !== null)("tasks of replicas on one PostgreSQL", () => {
     expect(await b.tasks.run("lease-reaper", async () => "b")).toEqual({ ran: false });
     again.release();
     expect(await secondA).toEqual({ ran: true, value: "a again" });
+  });
+
+  /** The backend of `a`'s lock connection, seen while a held task of `a` runs. */
+  async function lockHolder(): Promise<number> {
+    const reaper = held("a");
+    const onA = a.tasks.run("lease-reaper", reaper.work);
+    await reaper.inside;
+    const holders = await admin.query<{ pid: number }>(
+      `select l.pid from pg_locks l join pg_stat_activity s using (pid)
+        where l.locktype = 'advisory' and s.application_name = $1`,
+      [a.applicationName],
+    );
+    reaper.release();
+    await onA;
+    expect(holders.rows).toHaveLength(1);
+    return holders.rows[0]!.pid;
+  }
+
+  it("give up a lock connection that failed a query, and take the next lock on a new one", async () => {
+    const before = await lockHolder();
+    // The next statement on any connection, the lock query, fails as a read timeout would.
+    vi.spyOn(pg.Client.prototype, "query").mockRejectedValueOnce(new Error("Query read timeout"));
+    await expect(a.tasks.run("lease-reaper", async () => "a")).rejects.toThrow("Query read timeout");
+    vi.restoreAllMocks();
+    expect(await lockHolder()).not.toBe(before);
   });
 });

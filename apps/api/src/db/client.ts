@@ -84,7 +84,12 @@ export async function openDatabase(opts: {
       await pool.end().catch(() => {});
       throw err;
     }
-    const tasks = advisoryTasks(() => new pg.Client(connection), opts.log);
+    // The lock connection idles between ticks: keep-alive finds a dead path, and a lock query
+    // that hangs fails after 10 s instead of holding its task on this replica for ever.
+    const tasks = advisoryTasks(
+      () => new pg.Client({ ...connection, keepAlive: true, query_timeout: 10_000 }),
+      opts.log,
+    );
     return {
       db: db as unknown as Db,
       kind: "postgres",

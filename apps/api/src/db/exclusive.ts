@@ -57,19 +57,31 @@ export interface ExclusiveTasks {
   close(): Promise<void>;
 }
 
-/** Tasks of a single process (PGlite is one by construction): a tick still running makes the next one pass. */
-export function processTasks(): ExclusiveTasks {
+/**
+ * Refuses a task already running in this process (a tick that outlasts its interval), so
+ * the next one passes instead of running beside it.
+ */
+function onceHere() {
   const running = new Set<ExclusiveTask>();
+  return async <T>(
+    task: ExclusiveTask,
+    fn: () => Promise<ExclusiveResult<T>>,
+  ): Promise<ExclusiveResult<T>> => {
+    if (running.has(task)) return { ran: false };
+    running.add(task);
+    try {
+      return await fn();
+    } finally {
+      running.delete(task);
+    }
+  };
+}
+
+/** Tasks of a single process (PGlite is one by construction). */
+export function processTasks(): ExclusiveTasks {
+  const guard = onceHere();
   return {
-    async run(task, fn) {
-      if (running.has(task)) return { ran: false };
-      running.add(task);
-      try {
-        return { ran: true, value: await fn() };
-      } finally {
-        running.delete(task);
-      }
-    },
+    run: (task, fn) => guard(task, async () => ({ ran: true, value: await fn() })),
     close: async () => {},
   };
 }
@@ -89,36 +101,43 @@ const LockAnswer = z.object({ rows: z.array(z.object({ ok: z.boolean() })) });
  * running in this process is refused before asking PostgreSQL.
  */
 export function advisoryTasks(newClient: () => pg.Client, log: Pick<Logger, "warn">): ExclusiveTasks {
-  const local = new Set<ExclusiveTask>();
-  let current: Promise<pg.Client> | null = null;
+  const guard = onceHere();
+  let current: { client: pg.Client; ready: Promise<pg.Client> } | null = null;
+  const discard = (client: pg.Client) => {
+    if (current?.client === client) current = null;
+  };
   const lockClient = (): Promise<pg.Client> => {
-    if (current) return current;
+    if (current) return current.ready;
     const client = newClient();
     const ready = client.connect().then(() => client);
-    const drop = () => {
-      if (current === ready) current = null;
-    };
+    current = { client, ready };
     client.on("error", (err) => {
       log.warn({ err }, "the task-lock database connection was closed");
-      drop();
+      discard(client);
     });
-    client.on("end", drop);
-    ready.catch(drop);
-    current = ready;
+    client.on("end", () => discard(client));
+    ready.catch(() => discard(client));
     return ready;
   };
   const lockQuery = async (
     client: pg.Client,
     fn: "pg_try_advisory_lock" | "pg_advisory_unlock",
     task: ExclusiveTask,
-  ) =>
-    LockAnswer.parse(await client.query(`select ${fn}($1, hashtext($2)) as ok`, [LOCK_CLASS, task])).rows[0]
-      ?.ok === true;
+  ): Promise<boolean> => {
+    try {
+      const answer = await client.query(`select ${fn}($1, hashtext($2)) as ok`, [LOCK_CLASS, task]);
+      return LockAnswer.parse(answer).rows[0]?.ok === true;
+    } catch (err) {
+      // A connection that failed a query (its timeout, a reset) is not trusted with locks
+      // again: ending it drops whatever it holds, and the next run connects anew.
+      discard(client);
+      client.end().catch(() => {});
+      throw err;
+    }
+  };
   return {
-    async run(task, fn) {
-      if (local.has(task)) return { ran: false };
-      local.add(task);
-      try {
+    run: <T>(task: ExclusiveTask, fn: () => Promise<T>) =>
+      guard(task, async (): Promise<ExclusiveResult<T>> => {
         const client = await lockClient();
         if (!(await lockQuery(client, "pg_try_advisory_lock", task))) return { ran: false };
         try {
@@ -127,14 +146,11 @@ export function advisoryTasks(newClient: () => pg.Client, log: Pick<Logger, "war
           // A lost connection already dropped the lock.
           await lockQuery(client, "pg_advisory_unlock", task).catch(() => false);
         }
-      } finally {
-        local.delete(task);
-      }
-    },
+      }),
     async close() {
-      const client = await current?.catch(() => null);
+      const closing = current;
       current = null;
-      await client?.end().catch(() => {});
+      await closing?.ready.then((client) => client.end()).catch(() => {});
     },
   };
 }
