@@ -70,6 +70,16 @@ describe.skipIf(why !== null)("tasks of replicas on one PostgreSQL", () => {
     await fresh?.drop();
   });
 
+  /** The backends of `replica`'s connections that hold an advisory lock. */
+  async function advisoryHolders(replica: Database): Promise<number[]> {
+    const holders = await admin.query<{ pid: number }>(
+      `select l.pid from pg_locks l join pg_stat_activity s using (pid)
+        where l.locktype = 'advisory' and s.application_name = $1`,
+      [replica.applicationName],
+    );
+    return holders.rows.map((r) => r.pid);
+  }
+
   it("run two tasks at once on a pool of two, each using the pool for its work", async () => {
     // Each task holds its lock while its work takes a transaction and then a statement.
     const work = (n: number) => async () => {
@@ -111,13 +121,9 @@ describe.skipIf(why !== null)("tasks of replicas on one PostgreSQL", () => {
     const reaper = held("a");
     const onA = a.tasks.run("lease-reaper", reaper.work);
     await reaper.inside;
-    const holders = await admin.query<{ pid: number }>(
-      `select l.pid from pg_locks l join pg_stat_activity s using (pid)
-        where l.locktype = 'advisory' and s.application_name = $1`,
-      [a.applicationName],
-    );
-    expect(holders.rows).toHaveLength(1);
-    await admin.query("select pg_terminate_backend($1)", [holders.rows[0]!.pid]);
+    const holders = await advisoryHolders(a);
+    expect(holders).toHaveLength(1);
+    await admin.query("select pg_terminate_backend($1)", [holders[0]]);
     // The lock went with the connection: another replica may take the task now.
     await expect.poll(() => b.tasks.run("lease-reaper", async () => "b")).toEqual({ ran: true, value: "b" });
     reaper.release();
@@ -136,15 +142,11 @@ describe.skipIf(why !== null)("tasks of replicas on one PostgreSQL", () => {
     const reaper = held("a");
     const onA = a.tasks.run("lease-reaper", reaper.work);
     await reaper.inside;
-    const holders = await admin.query<{ pid: number }>(
-      `select l.pid from pg_locks l join pg_stat_activity s using (pid)
-        where l.locktype = 'advisory' and s.application_name = $1`,
-      [a.applicationName],
-    );
+    const holders = await advisoryHolders(a);
     reaper.release();
     await onA;
-    expect(holders.rows).toHaveLength(1);
-    return holders.rows[0]!.pid;
+    expect(holders).toHaveLength(1);
+    return holders[0]!;
   }
 
   it("give up a lock connection that failed a query, and take the next lock on a new one", async () => {
