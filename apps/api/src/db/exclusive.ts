@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import { PgDialect } from "drizzle-orm/pg-core";
 import type pg from "pg";
 import type { Logger } from "pino";
 import { z } from "zod";
@@ -86,6 +87,9 @@ export function processTasks(): ExclusiveTasks {
   };
 }
 
+/** Renders the lock queries (with lockKey) for the lock connection, which is not Drizzle's. */
+const dialect = new PgDialect();
+
 /** node-postgres's answer to the lock query. */
 const LockAnswer = z.object({ rows: z.array(z.object({ ok: z.boolean() })) });
 
@@ -124,9 +128,13 @@ export function advisoryTasks(newClient: () => pg.Client, log: Pick<Logger, "war
     fn: "pg_try_advisory_lock" | "pg_advisory_unlock",
     task: ExclusiveTask,
   ): Promise<boolean> => {
+    const query =
+      fn === "pg_try_advisory_lock"
+        ? sql`select pg_try_advisory_lock(${lockKey(task)}) as ok`
+        : sql`select pg_advisory_unlock(${lockKey(task)}) as ok`;
     try {
-      const answer = await client.query(`select ${fn}($1, hashtext($2)) as ok`, [LOCK_CLASS, task]);
-      return LockAnswer.parse(answer).rows[0]?.ok === true;
+      const { sql: text, params } = dialect.sqlToQuery(query);
+      return LockAnswer.parse(await client.query(text, params)).rows[0]?.ok === true;
     } catch (err) {
       // A connection that failed a query (its timeout, a reset) is not trusted with locks
       // again: ending it drops whatever it holds, and the next run connects anew.
