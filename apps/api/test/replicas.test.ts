@@ -4,7 +4,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toTask } from "../src/ansible/views.ts";
 import { PgBus } from "../src/realtime/pg-bus.ts";
-import { reapTick, runExclusive } from "../src/services/periodic.ts";
+import { reapTick } from "../src/services/periodic.ts";
 import { heartbeat, registerServer, signedInClient, TestClient } from "./support/client.ts";
 import {
   dbUnavailable,
@@ -382,17 +382,17 @@ describe.skipIf(why !== null)("control-plane replicas on one PostgreSQL", () => 
     const inside = new Promise<void>((r) => {
       entered = r;
     });
-    const onA = runExclusive(a.cp.ctx, "lease-reaper", async () => {
+    const onA = a.cp.ctx.tasks.run("lease-reaper", async () => {
       entered();
       await gate;
       return "a";
     });
     await inside;
     // While A holds the reaper, B's ticks (the real reaper included) do nothing.
-    expect(await runExclusive(b.cp.ctx, "lease-reaper", async () => "b")).toEqual({ ran: false });
+    expect(await b.cp.ctx.tasks.run("lease-reaper", async () => "b")).toEqual({ ran: false });
     expect(await reapTick(b.cp.ctx)).toEqual({ ran: false });
     // Another task is not blocked by it.
-    expect(await runExclusive(b.cp.ctx, "server-liveness", async () => "b")).toEqual({
+    expect(await b.cp.ctx.tasks.run("server-liveness", async () => "b")).toEqual({
       ran: true,
       value: "b",
     });

@@ -1,7 +1,6 @@
 import { and, desc, eq } from "drizzle-orm";
 import type { Ctx } from "../context.ts";
 import { boxes } from "../db/schema.ts";
-import { runExclusive } from "../services/periodic.ts";
 import { reactToBalance, reactToBoxChange } from "./funds.ts";
 import { issueInvoices } from "./invoices.ts";
 import { inconsistentWallets } from "./ledger.ts";
@@ -39,7 +38,8 @@ export function startBilling(ctx: Ctx): () => void {
     if (running) return;
     running = true;
     // One replica at a time (settling is idempotent anyway; this saves the others the work).
-    runExclusive(ctx, "billing", () => runBilling(ctx))
+    ctx.tasks
+      .run("billing", () => runBilling(ctx))
       .catch((err: unknown) => ctx.log.error({ err }, "billing pass failed"))
       .finally(() => {
         running = false;

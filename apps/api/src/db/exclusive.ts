@@ -44,9 +44,9 @@ export async function firstFree(tx: Db, decisions: readonly Decision[]): Promise
 }
 
 /** Work that must run on one replica at a time, named for its advisory lock. */
-export type ExclusiveTask = "lease-reaper" | "server-liveness" | "idle-sweep" | "billing";
+type ExclusiveTask = "lease-reaper" | "server-liveness" | "idle-sweep" | "billing";
 
-export type ExclusiveResult<T> = { ran: true; value: T } | { ran: false };
+type ExclusiveResult<T> = { ran: true; value: T } | { ran: false };
 
 /** Work that must run on one replica at a time (the lease reaper, billing), each task by name. */
 export interface ExclusiveTasks {
