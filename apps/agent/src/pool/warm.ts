@@ -235,7 +235,7 @@ export class WarmPool {
   /** The clone is the box's now: its pool record and its parked bearer are gone. */
   handedOver(slug: string): void {
     this.#d.parked.remove(slug);
-    this.#mail.delete(slug);
+    this.#endWaits(slug);
     this.#refillSoon();
   }
 
@@ -245,7 +245,18 @@ export class WarmPool {
       await this.#d.executor.remove(slug, this.#d.report);
     }
     this.#d.parked.remove(slug);
+    this.#endWaits(slug);
+  }
+
+  /**
+   * Forgets clone `slug`'s mail and answers its guest's waits with nothing: a clone that is
+   * gone never answers its long-poll, whose handler would otherwise hold the metadata
+   * service (and its close) until the poll's time ran out.
+   */
+  #endWaits(slug: string): void {
+    const entry = this.#mail.get(slug);
     this.#mail.delete(slug);
+    for (const w of [...(entry?.waiters ?? [])]) w(null);
   }
 
   async close(): Promise<void> {
@@ -253,7 +264,7 @@ export class WarmPool {
     if (this.#retry) clearTimeout(this.#retry);
     this.#soon?.fire();
     // Parked guests waiting now get their 204 at once (and ask the next agent).
-    for (const entry of this.#mail.values()) for (const w of [...entry.waiters]) w(null);
+    for (const slug of [...this.#mail.keys()]) this.#endWaits(slug);
     await this.idle();
   }
 

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import type { FastifyInstance } from "fastify";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -224,5 +225,16 @@ describe("parked clones at the metadata service", () => {
     expect((await poll(base, tokens.get("pool-aaaaaaaaaa")!)).status).toBe(401);
     // Delivering to a clone that is not claimed is refused.
     expect(() => pool.deliver("pool-aaaaaaaaaa", identity("x", 2))).toThrow();
+  });
+
+  it("a discarded clone's waiting guest is answered at once, not when its poll runs out", async () => {
+    const slug = "pool-cccccccccc";
+    parked.insertFilling({ slug, template: "code", diskGb: 10, generation: 1 });
+    parked.markReady(slug);
+    const waiting = pool.waitForIdentity(slug, 60_000);
+    await pool.discard(slug);
+    const answer = await Promise.race([waiting, delay(5_000).then(() => "still waiting")]);
+    expect(answer).toBeNull();
+    expect(parked.get(slug)).toBeNull();
   });
 });
