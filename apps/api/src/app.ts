@@ -109,6 +109,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
   const mailer = mailerFor(config);
   const ctx: Ctx = {
     db: deps.database.db,
+    claimDb: deps.database.claimDb,
     tasks: deps.database.tasks,
     config,
     clock: deps.clock ?? systemClock,

@@ -21,6 +21,8 @@ export const systemClock: Clock = { now: () => new Date() };
 /** Everything a route or service needs, built once in app.ts. */
 export interface Ctx {
   db: Db;
+  /** Where claims hand jobs to agents (Database.claimDb). */
+  claimDb: Db;
   /** Work that runs on one replica at a time (services/periodic.ts). */
   tasks: ExclusiveTasks;
   config: ApiConfig;

@@ -1,11 +1,15 @@
 import { sql } from "drizzle-orm";
+import pg from "pg";
 import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.ts";
 import { openDatabase } from "../src/db/client.ts";
-import { dbUnavailable, freshPostgresDatabase } from "./support/control-plane.ts";
+import { servers } from "../src/db/schema.ts";
+import { longPollClaim } from "../src/services/jobs.ts";
+import { heartbeat, registerServer } from "./support/client.ts";
+import { dbUnavailable, freshPostgresDatabase, startControlPlane } from "./support/control-plane.ts";
 
-describe("the PostgreSQL pool's size", () => {
+describe("the PostgreSQL pools", () => {
   it("comes from DOPPIO_DATABASE_POOL_SIZE, and a size that cannot work is refused", () => {
     expect(loadConfig({}).databasePoolSize).toBe(10);
     expect(loadConfig({ DOPPIO_DATABASE_POOL_SIZE: "7" }).databasePoolSize).toBe(7);
@@ -41,4 +45,53 @@ describe("the PostgreSQL pool's size", () => {
       await fresh.drop();
     }
   });
+
+  it.skipIf(why !== null)(
+    "hands a pending job to its agent while users' statements hold every pooled connection",
+    async () => {
+      const env = await startControlPlane({ kind: "postgres", config: { databasePoolSize: 2 } });
+      try {
+        const admin = await env.admin();
+        const agent = await registerServer(admin, "host-a");
+        await agent.post("/agent/v1/heartbeat", heartbeat());
+        expect((await admin.post("/api/v1/boxes", { template: "minimal", name: "lane" })).status).toBe(202);
+        const { db } = env.cp.ctx;
+        const [server] = await db.select({ id: servers.id }).from(servers);
+        // Both of the pool's connections busy for a second (users' slow statements) ...
+        const finished: string[] = [];
+        const slow = [1, 2].map(() =>
+          db.execute(sql`select pg_sleep(1)`).then(() => finished.push("a user's statement")),
+        );
+        await expect.poll(() => activeSleeps(env.cp.ctx.config.databaseUrl!), { timeout: 5_000 }).toBe(2);
+        // ... and the claim a create's commit wakes (its agent already authenticated) still
+        // runs at once, on the claim lane.
+        const claim = longPollClaim(env.cp.ctx, server!.id, 4, 0, new AbortController().signal).then(
+          (jobs) => {
+            finished.push("the claim");
+            return jobs;
+          },
+        );
+        const jobs = await claim;
+        await Promise.all(slow);
+        expect(jobs.map((j) => [j.action, j.box])).toEqual([["create", "lane"]]);
+        expect(finished).toEqual(["the claim", "a user's statement", "a user's statement"]);
+      } finally {
+        await env.close();
+      }
+    },
+  );
 });
+
+/** How many `pg_sleep` statements are running in the database at `url` (asked on a connection of its own). */
+async function activeSleeps(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query(
+      "select count(*)::int as n from pg_stat_activity where datname = current_database() and query = 'select pg_sleep(1)' and state = 'active'",
+    );
+    return rows[0].n;
+  } finally {
+    await client.end();
+  }
+}

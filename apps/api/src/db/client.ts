@@ -25,10 +25,22 @@ export interface Database {
    * and the bus skips the notes it signed (realtime/pg-bus.ts).
    */
   applicationName: string;
+  /**
+   * The lane for the one statement that hands pending jobs to an agent (services/jobs.ts):
+   * on PostgreSQL a pool of its own, so a claim woken by a create never queues behind users'
+   * queries for one of the main pool's connections. PGlite's is `db`.
+   */
+  claimDb: Db;
   /** Work that runs on one replica at a time. */
   tasks: ExclusiveTasks;
   close(): Promise<void>;
 }
+
+/**
+ * Connections of the claim lane. A claim is one short statement; two let a claim run while
+ * another waits for its commit, and add two connections per replica to PostgreSQL's count.
+ */
+const CLAIM_LANE_SIZE = 2;
 
 /** Advisory-lock class of migrations (the other locks: db/exclusive.ts). */
 const MIGRATION_LOCK = 0x646f71;
@@ -58,16 +70,8 @@ export async function openDatabase(opts: {
       application_name: applicationName,
       connectionTimeoutMillis: opts.connectTimeoutMs ?? 10_000,
     };
-    const pool = new pg.Pool({ ...connection, max: opts.poolSize });
-    // An idle connection the server ended (a restart, a failover) is dropped by the pool and
-    // replaced on next use; without a listener its error would end the process.
-    pool.on("error", (err) => opts.log.warn({ err }, "an idle database connection was closed"));
-    // A connection ended while checked out between two queries (a transaction's, a held
-    // client's) has no pool listener: its own listener keeps the process alive; its holder
-    // gets the error on its next query and the pool drops it at release.
-    pool.on("connect", (client) => {
-      client.on("error", (err) => opts.log.warn({ err }, "a database connection in use was closed"));
-    });
+    const pool = watchedPool(new pg.Pool({ ...connection, max: opts.poolSize }), opts.log);
+    const claimPool = watchedPool(new pg.Pool({ ...connection, max: CLAIM_LANE_SIZE }), opts.log);
     const db = drizzlePg(pool, { schema });
     db.transaction = poolTransactions(pool, schema);
     // Replicas starting together: one migrates, the others wait for it and find nothing to do.
@@ -82,6 +86,7 @@ export async function openDatabase(opts: {
       }
     } catch (err) {
       await pool.end().catch(() => {});
+      await claimPool.end().catch(() => {});
       throw err;
     }
     // The lock connection idles between ticks: keep-alive finds a dead path, and a lock query
@@ -92,11 +97,13 @@ export async function openDatabase(opts: {
     );
     return {
       db: db as unknown as Db,
+      claimDb: drizzlePg(claimPool, { schema }) as unknown as Db,
       kind: "postgres",
       applicationName,
       tasks,
       close: async () => {
         await tasks.close();
+        await claimPool.end();
         await pool.end();
       },
     };
@@ -108,9 +115,24 @@ export async function openDatabase(opts: {
   await migratePglite(db, { migrationsFolder: MIGRATIONS });
   return {
     db: db as unknown as Db,
+    claimDb: db as unknown as Db,
     kind: "pglite",
     applicationName,
     tasks: processTasks(),
     close: () => client.close(),
   };
+}
+
+/**
+ * `pool` with its connections' errors logged: an idle connection the server ended (a restart,
+ * a failover) is dropped by the pool and replaced on next use, and one ended while checked
+ * out between two queries (a transaction's, a held client's) fails its holder's next query
+ * and is dropped at release. Without these listeners either error would end the process.
+ */
+function watchedPool(pool: pg.Pool, log: Pick<Logger, "warn">): pg.Pool {
+  pool.on("error", (err) => log.warn({ err }, "an idle database connection was closed"));
+  pool.on("connect", (client) => {
+    client.on("error", (err) => log.warn({ err }, "a database connection in use was closed"));
+  });
+  return pool;
 }

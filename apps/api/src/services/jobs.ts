@@ -65,10 +65,13 @@ export async function insertJob<A extends JobAction>(
   return row!;
 }
 
-/** Hands up to `max` pending jobs of the server to its agent under a delivery lease (one statement). */
+/**
+ * Hands up to `max` pending jobs of the server to its agent under a delivery lease (one
+ * statement, on the claim lane).
+ */
 async function claimJobs(ctx: Ctx, serverId: string, max: number): Promise<ClaimedJob[]> {
   const leaseExpiresAt = new Date(ctx.clock.now().getTime() + ctx.config.deliveryLeaseMs);
-  const next = ctx.db
+  const next = ctx.claimDb
     .select({ id: agentJobs.id })
     .from(agentJobs)
     .where(
@@ -82,7 +85,7 @@ async function claimJobs(ctx: Ctx, serverId: string, max: number): Promise<Claim
     .orderBy(asc(agentJobs.seqNo))
     .limit(max)
     .for("update", { skipLocked: true });
-  const rows = await ctx.db
+  const rows = await ctx.claimDb
     .update(agentJobs)
     .set({ status: "delivered", leaseExpiresAt, attempts: sql`${agentJobs.attempts} + 1` })
     .where(inArray(agentJobs.id, next))
