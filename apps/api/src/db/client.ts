@@ -37,8 +37,8 @@ export interface Database {
 }
 
 /**
- * Connections of the claim lane. A claim is one short statement; two let a claim run while
- * another waits for its commit, and add two connections per replica to PostgreSQL's count.
+ * Connections of the claim lane. A claim is one short statement (a few ms), so two serve
+ * claims of many agents at once; they add two connections per replica to PostgreSQL's count.
  */
 const CLAIM_LANE_SIZE = 2;
 
