@@ -57,10 +57,10 @@ describe("the PostgreSQL pools", () => {
         expect((await admin.post("/api/v1/boxes", { template: "minimal", name: "lane" })).status).toBe(202);
         const { db } = env.cp.ctx;
         const [server] = await db.select({ id: servers.id }).from(servers);
-        // Both of the pool's connections busy for a second (users' slow statements) ...
+        // Both of the pool's connections busy for 3 s (users' slow statements) ...
         const finished: string[] = [];
         const slow = [1, 2].map(() =>
-          db.execute(sql`select pg_sleep(1)`).then(() => finished.push("a user's statement")),
+          db.execute(sql.raw(SLOW_STATEMENT)).then(() => finished.push("a user's statement")),
         );
         await expect.poll(() => activeSleeps(env.cp.ctx.config.databaseUrl!), { timeout: 5_000 }).toBe(2);
         // ... and the claim a create's commit wakes (its agent already authenticated) still
@@ -82,13 +82,16 @@ describe("the PostgreSQL pools", () => {
   );
 });
 
-/** How many `pg_sleep` statements are running in the database at `url` (asked on a connection of its own). */
+const SLOW_STATEMENT = "select pg_sleep(3)";
+
+/** How many SLOW_STATEMENTs are running in the database at `url` (asked on a connection of its own). */
 async function activeSleeps(url: string): Promise<number> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     const { rows } = await client.query(
-      "select count(*)::int as n from pg_stat_activity where datname = current_database() and query = 'select pg_sleep(1)' and state = 'active'",
+      "select count(*)::int as n from pg_stat_activity where datname = current_database() and query = $1 and state = 'active'",
+      [SLOW_STATEMENT],
     );
     return rows[0].n;
   } finally {
