@@ -29,6 +29,11 @@ export function createMetrics() {
       help: "Agent claim long-polls currently held open",
       registers: [registry],
     }),
+    claimsSuperseded: new Counter({
+      name: "doppio_claims_superseded_total",
+      help: "Agent claim long-polls ended early because a newer poll of the same server arrived",
+      registers: [registry],
+    }),
     sseStreams: new Gauge({
       name: "doppio_sse_streams",
       help: "Event and log streams currently open",

@@ -50,6 +50,20 @@ describeOnEachDb("agent protocol", (env) => {
     expect(res.body).toEqual({ jobs: [] });
   });
 
+  it("answers a server's held long-poll at once when a newer one of the same server arrives", async () => {
+    await setup();
+    const older = agentB.post("/agent/v1/jobs/claim", { waitMs: 20_000 });
+    await new Promise((r) => setTimeout(r, 200));
+    const newer = agentB.post("/agent/v1/jobs/claim", { waitMs: 1_000 });
+    const started = Date.now();
+    // The older poll (its agent gone, or one of a flood) is answered with nothing, long
+    // before its 20 s are up; the newer one is held for its own wait.
+    expect((await older).body).toEqual({ jobs: [] });
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect((await newer).body).toEqual({ jobs: [] });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+  });
+
   it("applies events once, ignores stale sequences, and never changes a finished job", async () => {
     await setup();
     await admin.post("/api/v1/boxes", { template: "minimal", name: "evented" });

@@ -80,18 +80,80 @@ describe("the PostgreSQL pools", () => {
       }
     },
   );
+
+  it.skipIf(why !== null)(
+    "lets one host's flood of long-polls hold at most one of the claim lane's connections",
+    async () => {
+      const env = await startControlPlane({ kind: "postgres" });
+      const url = env.cp.ctx.config.databaseUrl!;
+      const locker = new pg.Client({ connectionString: url });
+      try {
+        const admin = await env.admin();
+        const quiet = await registerServer(admin, "host-quiet");
+        await quiet.post("/agent/v1/heartbeat", heartbeat());
+        expect((await admin.post("/api/v1/boxes", { template: "minimal", name: "waiting" })).status).toBe(
+          202,
+        );
+        await registerServer(admin, "host-flooding");
+        const ids = Object.fromEntries(
+          (await env.cp.ctx.db.select({ id: servers.id, name: servers.name }).from(servers)).map((s) => [
+            s.name,
+            s.id,
+          ]),
+        );
+        // Every claim statement waits on the jobs table while this lock is held.
+        await locker.connect();
+        await locker.query("begin; lock table agent_jobs in access exclusive mode");
+        const poll = (server: string) =>
+          longPollClaim(env.cp.ctx, ids[server]!, 4, 0, new AbortController().signal);
+        let answered = 0;
+        const floodPoll = () =>
+          poll("host-flooding").then((jobs) => {
+            answered++;
+            return jobs;
+          });
+        // The host's first poll's statement waits in PostgreSQL, then nine more polls come:
+        // each ends the one before it, and the eight between the first and the last are
+        // answered at once ...
+        const flood = [floodPoll()];
+        await expect.poll(() => claimsWaiting(url), { timeout: 5_000 }).toBe(1);
+        flood.push(...Array.from({ length: 9 }, floodPoll));
+        await expect.poll(() => answered, { timeout: 5_000 }).toBe(8);
+        expect(await claimsWaiting(url)).toBe(1);
+        // ... so another host's claim gets the lane's other connection, not a place in a queue.
+        const quietClaim = poll("host-quiet");
+        await expect.poll(() => claimsWaiting(url), { timeout: 5_000 }).toBe(2);
+        await locker.query("commit");
+        expect((await quietClaim).map((j) => [j.action, j.box])).toEqual([["create", "waiting"]]);
+        expect(await Promise.all(flood)).toEqual(flood.map(() => []));
+      } finally {
+        await locker.end().catch(() => {});
+        await env.close();
+      }
+    },
+  );
 });
+
+/** Claim statements (services/jobs.ts claimJobs) waiting for a lock in the database at `url`. */
+async function claimsWaiting(url: string): Promise<number> {
+  return countActivity(url, "wait_event_type = 'Lock' and query like '%skip locked%'");
+}
 
 const SLOW_STATEMENT = "select pg_sleep(3)";
 
 /** How many SLOW_STATEMENTs are running in the database at `url` (asked on a connection of its own). */
 async function activeSleeps(url: string): Promise<number> {
+  return countActivity(url, "query = $1 and state = 'active'", [SLOW_STATEMENT]);
+}
+
+/** Backends of the database at `url` that match `where` (asked on a connection of its own). */
+async function countActivity(url: string, where: string, params: unknown[] = []): Promise<number> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     const { rows } = await client.query(
-      "select count(*)::int as n from pg_stat_activity where datname = current_database() and query = $1 and state = 'active'",
-      [SLOW_STATEMENT],
+      `select count(*)::int as n from pg_stat_activity where datname = current_database() and ${where}`,
+      params,
     );
     return rows[0].n;
   } finally {

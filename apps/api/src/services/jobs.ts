@@ -114,17 +114,23 @@ export async function longPollClaim(
   signal: AbortSignal,
 ): Promise<ClaimedJob[]> {
   const deadline = Date.now() + Math.min(waitMs, ctx.config.maxClaimWaitMs);
+  const seat = ctx.claimSeats.take(serverId);
   const watch = ctx.bus.watchJobs(serverId);
   ctx.metrics.claimWaiters.inc();
   try {
+    await seat.turn;
+    const ended = AbortSignal.any([signal, seat.superseded]);
     for (;;) {
+      if (ended.aborted) break;
       const jobs = await claimJobs(ctx, serverId, max);
       const left = deadline - Date.now();
-      if (jobs.length > 0 || left <= 0 || signal.aborted) return jobs;
-      await watch.wait(left, signal);
-      if (signal.aborted) return [];
+      if (jobs.length > 0 || left <= 0 || ended.aborted) return jobs;
+      await watch.wait(left, ended);
     }
+    if (seat.superseded.aborted) ctx.metrics.claimsSuperseded.inc();
+    return [];
   } finally {
+    seat.leave();
     watch.close();
     ctx.metrics.claimWaiters.dec();
   }
