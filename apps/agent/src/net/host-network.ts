@@ -14,7 +14,7 @@ import {
   parsePortSet,
   removeTablesScript,
 } from "./firewall.ts";
-import { isValidIfName, TAP_PREFIX } from "./naming.ts";
+import { isValidIfName, macForIp, TAP_PREFIX } from "./naming.ts";
 
 export interface LinuxHostNetworkConfig {
   /** Bridge device every TAP is attached to, e.g. `br-devbox`. */
@@ -102,7 +102,12 @@ export class LinuxHostNetwork implements HostNetwork {
         /File exists|Address already assigned/,
       );
     }
-    await this.#ip(["link", "set", "dev", this.bridge, "up"]);
+    // A bridge whose address nobody set takes the lowest of its ports' (the TAPs' random
+    // host-side MACs), so every box started or removed could change the gateway's MAC under
+    // every guest: their frames to the old one were lost until their ARP entry expired, and
+    // a pool clone's identity poll waited up to ~30 s (bench:pool, captured on the bridge).
+    // Set once, it stays.
+    await this.#ip(["link", "set", "dev", this.bridge, "address", macForIp(this.gateway), "up"]);
     await this.#exec("sysctl", ["-q", "-w", "net.ipv4.ip_forward=1"]);
     // After an agent restart the kernel still holds the running boxes' entries: keep
     // those whose TAP still exists, so their traffic never stops. Later entries come and

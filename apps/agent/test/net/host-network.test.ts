@@ -80,6 +80,20 @@ describe.skipIf(missing !== null)("LinuxHostNetwork in a test netns", () => {
     expect(ports()).toEqual([{ tap: b, ...guest("10.77.0.3") }]);
   });
 
+  it("keeps the gateway's MAC while boxes' TAPs come and go", async () => {
+    const gatewayMac = () => JSON.parse(ns.exec("ip", ["-j", "link", "show", "dev", "br-devbox"]))[0].address;
+    await net.ensureBridge();
+    expect(gatewayMac()).toBe(macForIp("10.77.0.1"));
+    // A TAP whose host-side MAC sorts below the gateway's: a bridge whose address was never
+    // set would take it, and the guests' cached gateway MAC would go nowhere.
+    const tap = tapNameForIp("10.77.0.9");
+    await net.createTap(tap, guest("10.77.0.9"));
+    ns.exec("ip", ["link", "set", "dev", tap, "address", "02:00:00:00:00:01"]);
+    expect(gatewayMac()).toBe(macForIp("10.77.0.1"));
+    await net.removeTap(tap);
+    expect(gatewayMac()).toBe(macForIp("10.77.0.1"));
+  });
+
   it("keeps running boxes' entries across an agent restart, and rewrites a tampered firewall", async () => {
     const b = tapNameForIp("10.77.0.3");
     // Someone (or something) empties the anti-spoofing chain and the input policy.
