@@ -3,7 +3,9 @@
  * claim → agent handler → QEMU restore → guest ready → events back → box `running` on the
  * event stream the dashboard and CLI follow), minus
  * the two parts that belong to the VMM and the guest (the restore_vm and wait_ready steps).
- * Control plane (PGlite) and agent in this process, QEMU in a network namespace made here.
+ * The control plane (PGlite) in a process of its own, as `make up` and production run it (in
+ * this process, PGlite's queries held the agent's event loop and added ~30 ms to the p50);
+ * the agent in this process, QEMU in a network namespace made here.
  *
  *   npm run bench:overhead [-- --boxes 6] [--steps]   (--steps prints every create's step times)
  */
@@ -11,7 +13,7 @@ import { parseArgs } from "node:util";
 import type { Box } from "@doppio/contracts";
 import { SseReader } from "../../api/test/support/sse.ts";
 import { buildMinimalImage, qemuUnavailable } from "../test/qemu/support.ts";
-import { API_TOKEN, boxJobs, startCp, waitFor } from "../test/support/agent-harness.ts";
+import { API_TOKEN, boxJobs, startCpProcess, waitFor } from "../test/support/agent-harness.ts";
 import { TestNetns } from "../test/support/netns.ts";
 import { startQemuAgent } from "../test/support/qemu-agent.ts";
 
@@ -27,11 +29,11 @@ if (missing) {
 
 buildMinimalImage("bench-overhead");
 const ns = TestNetns.create("dbxo");
-const cp = await startCp();
+const cp = await startCpProcess();
 const { a, executor } = await startQemuAgent(cp, ns, "bench-overhead");
 // The box turns `running` for the user when the control plane pushes it on the event stream
 // the dashboard and the CLI follow; polling instead would add its interval, and its requests
-// would load the control plane this process shares with the agent.
+// would load the control plane.
 const boxEvents = new SseReader(await cp.admin.open("/api/v1/events"));
 try {
   await fetch(`${a.apiUrl}/golden-snapshot/build`, {

@@ -1,7 +1,7 @@
 /**
  * Warm pool vs golden restore, through the whole stack (`npm run bench:pool`, as root): a
- * control plane (in process, PGlite), the real agent core on QEMU in a test-owned netns,
- * a pool of one clone. Each round times create request → box `running` on the control plane's
+ * control plane (PGlite) in a process of its own, as `make up` runs it, the real agent core
+ * on QEMU in a test-owned netns in this process, a pool of one clone. Each round times create request → box `running` on the control plane's
  * event stream twice, interleaved so load drift hits both alike: a create that claims the ready clone
  * (size medium, the pool's disk size) and, after the pool refilled, one that restores from
  * the golden (size small: no clone of that disk size). Prints p50/p95 side by side.
@@ -17,7 +17,7 @@ import { BOX_SIZES, type Box } from "@doppio/contracts";
 import { SseReader } from "../../api/test/support/sse.ts";
 import { startPoolAgent } from "../test/pool/support.ts";
 import { buildMinimalImage } from "../test/qemu/support.ts";
-import { boxJobs, startCp, waitFor } from "../test/support/agent-harness.ts";
+import { boxJobs, startCpProcess, waitFor } from "../test/support/agent-harness.ts";
 import { TestNetns } from "../test/support/netns.ts";
 import { percentile, quiet, requireQemuBench } from "./qemu-bench.ts";
 
@@ -31,7 +31,7 @@ const dataDir = mkdtempSync(join(tmpdir(), "dbxq-"));
 // Every create of the run comes from one admin, faster than the production per-user limit
 // (30 a minute) allows: the limit is the control plane's business, not what this bench times.
 const CREATES = RUNS * 2 + BATCHES * 2 * BATCH;
-const cp = await startCp("host-1", { boxCreatesPerMinute: Math.max(30, CREATES) });
+const cp = await startCpProcess("host-1", { boxCreatesPerMinute: Math.max(30, CREATES) });
 const pa = await startPoolAgent(cp, ns, dataDir, "bench-pool", 1, BOX_SIZES.medium.diskGb);
 // `running` as the dashboard and CLI see it: pushed on the event stream (a 100 ms poll
 // added up to its interval to every time here, more than the claim's platform part).

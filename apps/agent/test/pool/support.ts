@@ -9,7 +9,7 @@ import { LinuxHostNetwork } from "../../src/net/host-network.ts";
 import type { StepReporter } from "../../src/vmm/executor.ts";
 import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
 import { GOLDEN_NET, IMAGES_DIR, REPO } from "../qemu/support.ts";
-import { type TestCp, testConfig } from "../support/agent-harness.ts";
+import { type CpEndpoint, testConfig } from "../support/agent-harness.ts";
 import type { TestNetns } from "../support/netns.ts";
 import { listenInNetns } from "../support/netns-listener.ts";
 
@@ -32,7 +32,7 @@ export interface PoolAgent {
  * is an agent restart on the same host.
  */
 export async function startPoolAgent(
-  cp: TestCp,
+  cp: Pick<CpEndpoint, "url" | "agentToken">,
   ns: TestNetns,
   dataDir: string,
   imageVersion: string,

@@ -5,8 +5,15 @@ import path from "node:path";
 import type { BoxJobPayload } from "@doppio/contracts";
 import { pino } from "pino";
 import type { ApiConfig } from "../../../api/src/config.ts";
-import type { TestClient } from "../../../api/test/support/client.ts";
-import { startControlPlane, type TestControlPlane } from "../../../api/test/support/control-plane.ts";
+import { TestClient } from "../../../api/test/support/client.ts";
+import {
+  ADMIN_EMAIL,
+  ADMIN_PASSWORD,
+  startControlPlane,
+  type TestControlPlane,
+} from "../../../api/test/support/control-plane.ts";
+import { freePort } from "../../../api/test/support/ports.ts";
+import { ReplicaProcess } from "../../../api/test/support/replica-process.ts";
 import { systemClock } from "../../src/clock.ts";
 import { type AgentConfig, parseConfig } from "../../src/config.ts";
 import { type ControlPlane, HttpControlPlane } from "../../src/control-plane.ts";
@@ -43,8 +50,8 @@ export function boxPayload(slug: string): BoxJobPayload {
   };
 }
 
-export interface TestCp {
-  env: TestControlPlane;
+/** A control plane with an admin signed in and one registered server. */
+export interface CpEndpoint {
   url: string;
   admin: TestClient;
   serverName: string;
@@ -52,18 +59,52 @@ export interface TestCp {
   close(): Promise<void>;
 }
 
+/** The in-process kind, whose internals a test may reach. */
+export interface TestCp extends CpEndpoint {
+  env: TestControlPlane;
+}
+
 /** A real control plane (in-process, PGlite) with an admin and one registered server. */
 export async function startCp(serverName = "host-1", config: Partial<ApiConfig> = {}): Promise<TestCp> {
   const env = await startControlPlane({ config });
   const admin = await env.admin();
+  const agentToken = await registerHost(admin, serverName);
+  return { env, url: env.url, admin, serverName, agentToken, close: () => env.close() };
+}
+
+/**
+ * A real control plane (PGlite) as its own OS process, as `make up` runs it, with an admin
+ * and one registered server: benches that time an agent beside it, so the control plane's
+ * work (PGlite runs its queries on its process's one thread) never holds the agent's loop.
+ */
+export async function startCpProcess(
+  serverName = "host-1",
+  config: Partial<ApiConfig> = {},
+): Promise<CpEndpoint> {
+  const replica = await ReplicaProcess.prepare(null, await freePort(), config);
+  try {
+    await replica.start();
+    const admin = new TestClient(replica.url);
+    const login = await admin.post("/api/v1/auth/login", { email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
+    if (login.status !== 200) throw new Error(`admin login: ${login.status}`);
+    const agentToken = await registerHost(admin, serverName);
+    return { url: replica.url, admin, serverName, agentToken, close: () => replica.remove() };
+  } catch (err) {
+    await replica.remove();
+    throw err;
+  }
+}
+
+/** Registers server `name` (QEMU, room for plenty of boxes); returns its agent token. */
+async function registerHost(admin: TestClient, name: string): Promise<string> {
   const res = await admin.post("/api/v1/servers", {
-    name: serverName,
-    domain: `${serverName}.example.test`,
+    name,
+    domain: `${name}.example.test`,
     backend: "qemu",
     capacity: { vcpu: 64, memoryMb: 262144, diskGb: 2000 },
   });
   if (res.status !== 201) throw new Error(`register failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return { env, url: env.url, admin, serverName, agentToken: res.body.agentToken, close: () => env.close() };
+  return res.body.agentToken;
 }
 
 export function testConfig(raw: Record<string, unknown>): AgentConfig {
@@ -158,7 +199,7 @@ export async function waitFor<T>(
 }
 
 /** Waits until the control plane has had a heartbeat from the server (placement needs it). */
-export async function waitForHeartbeat(cp: TestCp): Promise<void> {
+export async function waitForHeartbeat(cp: CpEndpoint): Promise<void> {
   await waitFor("a heartbeat", async () => {
     const s = await cp.admin.get(`/api/v1/servers/${cp.serverName}`);
     return s.body.lastHeartbeatAt !== null;
@@ -187,7 +228,7 @@ export async function startWithRunningBox(name: string): Promise<{ cp: TestCp; a
   return { cp, a };
 }
 
-export async function boxJobs(cp: TestCp, slug: string): Promise<any[]> {
+export async function boxJobs(cp: Pick<CpEndpoint, "admin">, slug: string): Promise<any[]> {
   const r = await cp.admin.get(`/api/v1/boxes/${slug}/jobs`);
   if (r.status !== 200) throw new Error(`jobs of ${slug}: ${r.status}`);
   return r.body.jobs;

@@ -4,7 +4,7 @@ import { pino } from "pino";
 import { LinuxHostNetwork } from "../../src/net/host-network.ts";
 import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
 import { GOLDEN_NET, IMAGES_DIR, REPO } from "../qemu/support.ts";
-import { startAgent, type TestAgent, type TestCp, waitForHeartbeat } from "./agent-harness.ts";
+import { type CpEndpoint, startAgent, type TestAgent, waitForHeartbeat } from "./agent-harness.ts";
 import type { TestNetns } from "./netns.ts";
 
 export interface QemuAgent {
@@ -17,7 +17,7 @@ export interface QemuAgent {
  * An in-process agent on the real QEMU executor, its bridge and VMs inside `ns`, serving
  * the minimal template image built as `version` (buildMinimalImage), heartbeating to `cp`.
  */
-export async function startQemuAgent(cp: TestCp, ns: TestNetns, version: string): Promise<QemuAgent> {
+export async function startQemuAgent(cp: CpEndpoint, ns: TestNetns, version: string): Promise<QemuAgent> {
   let executor: QemuExecutor | undefined;
   let network: LinuxHostNetwork | undefined;
   const a = await startAgent({

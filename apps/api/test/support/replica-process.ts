@@ -24,8 +24,9 @@ export class ReplicaProcess {
     private readonly configFile: string,
   ) {}
 
+  /** `databaseUrl` null: the embedded default, PGlite in the replica's own data directory. */
   static async prepare(
-    databaseUrl: string,
+    databaseUrl: string | null,
     port: number,
     extra: Record<string, unknown> = {},
   ): Promise<ReplicaProcess> {
@@ -41,7 +42,7 @@ export class ReplicaProcess {
         port,
         publicUrl: url,
         dataDir: dir,
-        databaseUrl,
+        ...(databaseUrl ? { databaseUrl } : {}),
         logLevel: "warn",
         adminEmail: ADMIN_EMAIL,
         adminPasswordFile: passwordFile,
