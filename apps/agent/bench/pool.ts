@@ -1,10 +1,11 @@
 /**
  * Warm pool vs golden restore, through the whole stack (`npm run bench:pool`, as root): a
  * control plane (PGlite) in a process of its own, as `make up` runs it, the real agent core
- * on QEMU in a test-owned netns in this process, a pool of one clone. Each round times create request → box `running` on the control plane's
- * event stream twice, interleaved so load drift hits both alike: a create that claims the ready clone
- * (size medium, the pool's disk size) and, after the pool refilled, one that restores from
- * the golden (size small: no clone of that disk size). Prints p50/p95 side by side.
+ * on QEMU in a test-owned netns in this process, a pool of one clone. Each round times
+ * create request → box `running` on the control plane's event stream twice, interleaved so
+ * load drift hits both alike: a create that claims the ready clone (size medium, the pool's
+ * disk size) and, after the pool refilled, one that restores from the golden (size small:
+ * no clone of that disk size). Prints p50/p95 side by side.
  * Then, with the pool at 4 clones, 4 claims one after another beside 4 at once (each batch
  * from a full pool; the pool refills in the background during both, as in service): the
  * batch's create requests → all 4 `running`, and the concurrent / serial ratio.

@@ -24,13 +24,8 @@ import { availableParallelism } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { sleep } from "../../agent/src/clock.ts";
-import { heartbeat, registerServer, signedInClient, TestClient } from "../test/support/client.ts";
-import {
-  ADMIN_EMAIL,
-  ADMIN_PASSWORD,
-  freshPostgresDatabase,
-  POSTGRES_URL,
-} from "../test/support/control-plane.ts";
+import { heartbeat, registerServer, signedInClient, type TestClient } from "../test/support/client.ts";
+import { freshPostgresDatabase, POSTGRES_URL, signedInAdmin } from "../test/support/control-plane.ts";
 import { freePort } from "../test/support/ports.ts";
 import { ReplicaProcess } from "../test/support/replica-process.ts";
 
@@ -148,9 +143,7 @@ async function run(replicaCount: number): Promise<RunResult> {
       await r.start(); // one after another: the first applies the migrations
     }
     const urls = replicas.map((r) => r.url);
-    const admin = new TestClient(urls[0]!);
-    const login = await admin.post("/api/v1/auth/login", { email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
-    if (login.status !== 200) throw new Error(`admin login: ${login.status}`);
+    const admin = await signedInAdmin(urls[0]!);
 
     // The window being measured (null between windows) and the users' think time now.
     let window: Window | null = null;

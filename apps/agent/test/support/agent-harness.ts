@@ -5,10 +5,9 @@ import path from "node:path";
 import type { BoxJobPayload } from "@doppio/contracts";
 import { pino } from "pino";
 import type { ApiConfig } from "../../../api/src/config.ts";
-import { TestClient } from "../../../api/test/support/client.ts";
+import type { TestClient } from "../../../api/test/support/client.ts";
 import {
-  ADMIN_EMAIL,
-  ADMIN_PASSWORD,
+  signedInAdmin,
   startControlPlane,
   type TestControlPlane,
 } from "../../../api/test/support/control-plane.ts";
@@ -84,9 +83,7 @@ export async function startCpProcess(
   const replica = await ReplicaProcess.prepare(null, await freePort(), config);
   try {
     await replica.start();
-    const admin = new TestClient(replica.url);
-    const login = await admin.post("/api/v1/auth/login", { email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
-    if (login.status !== 200) throw new Error(`admin login: ${login.status}`);
+    const admin = await signedInAdmin(replica.url);
     const agentToken = await registerHost(admin, serverName);
     return { url: replica.url, admin, serverName, agentToken, close: () => replica.remove() };
   } catch (err) {

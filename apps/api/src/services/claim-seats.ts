@@ -32,16 +32,17 @@ export class ClaimSeats {
     // leaves at once, and the next one still waits for the statement it waited for.
     const seat = { stop, done: previous ? Promise.all([previous.done, finished]) : finished };
     this.#latest.set(serverId, seat);
-    const superseded = new Promise<void>((resolve) =>
-      stop.signal.addEventListener("abort", () => resolve(), { once: true }),
-    );
     return {
       superseded: stop.signal,
-      turn: previous ? Promise.race([previous.done.then(() => {}), superseded]) : Promise.resolve(),
+      turn: previous ? Promise.race([previous.done.then(() => {}), aborted(stop.signal)]) : Promise.resolve(),
       leave: () => {
         finish();
         if (this.#latest.get(serverId) === seat) this.#latest.delete(serverId);
       },
     };
   }
+}
+
+function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
 }

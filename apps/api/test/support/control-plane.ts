@@ -39,6 +39,14 @@ export interface TestControlPlane {
 export const ADMIN_EMAIL = "admin@doppio.test";
 export const ADMIN_PASSWORD = "the operator's own passphrase";
 
+/** A client signed in as the configured administrator of the control plane at `url`. */
+export async function signedInAdmin(url: string): Promise<TestClient> {
+  const client = new TestClient(url);
+  const res = await client.post("/api/v1/auth/login", { email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
+  if (res.status !== 200) throw new Error(`admin login failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return client;
+}
+
 /** A new, empty PostgreSQL database on TEST_DATABASE_URL's server, and how to drop it. */
 export async function freshPostgresDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
   if (!POSTGRES_URL) throw new Error(dbUnavailable("postgres")!);
@@ -125,13 +133,7 @@ export async function startControlPlane(
     cp,
     url: address,
     kind,
-    async admin() {
-      const client = new TestClient(address);
-      const res = await client.post("/api/v1/auth/login", { email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
-      if (res.status !== 200)
-        throw new Error(`admin login failed: ${res.status} ${JSON.stringify(res.body)}`);
-      return client;
-    },
+    admin: () => signedInAdmin(address),
     async close() {
       await cp.close();
       await database.close();
