@@ -1,4 +1,8 @@
+import { randomBytes } from "node:crypto";
+import { eq } from "drizzle-orm";
 import { expect, it } from "vitest";
+import { sha256 } from "../src/auth/secrets.ts";
+import { servers } from "../src/db/schema.ts";
 import { reapExpiredJobs } from "../src/services/jobs.ts";
 import { heartbeat, registerServer, signedInClient, type TestClient } from "./support/client.ts";
 import { describeOnEachDb } from "./support/each-db.ts";
@@ -25,6 +29,29 @@ describeOnEachDb("agent protocol", (env) => {
     const anonymous = admin.withBearer("dpa_not-a-real-token");
     expect((await anonymous.post("/agent/v1/jobs/claim", { waitMs: 0 })).status).toBe(401);
     expect((await anonymous.post("/agent/v1/heartbeat", heartbeat())).status).toBe(401);
+  });
+
+  it("takes a host's next token (a play's) on its first use, two at once too, and the old one stops", async () => {
+    await setup();
+    // Too small for any box, as host B: the other tests place every box on host A.
+    const before = await registerServer(admin, "host-rekeyed", {
+      capacity: { vcpu: 1, memoryMb: 1024, diskGb: 1 },
+    });
+    const next = `dpa_${randomBytes(32).toString("base64url")}`;
+    // What a provisioning play records before it hands the host its new token (ansible/plays.ts).
+    await env()
+      .cp.ctx.db.update(servers)
+      .set({ nextAgentTokenHash: sha256(next) })
+      .where(eq(servers.name, "host-rekeyed"));
+    const after = admin.withBearer(next);
+    // The agent's first heartbeat and first claim go out together.
+    const [hb, claim] = await Promise.all([
+      after.post("/agent/v1/heartbeat", heartbeat()),
+      after.post("/agent/v1/jobs/claim", { waitMs: 0 }),
+    ]);
+    expect([hb.status, claim.status]).toEqual([200, 200]);
+    expect((await after.post("/agent/v1/heartbeat", heartbeat())).status).toBe(200);
+    expect((await before.post("/agent/v1/heartbeat", heartbeat())).status).toBe(401);
   });
 
   it("answers a held long-poll the moment a job is enqueued", async () => {

@@ -8,7 +8,7 @@ import {
   type ServerStatus,
   type TemplateAction,
 } from "@doppio/contracts";
-import { and, eq, inArray, isNull, lt, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import { newId, newSecret, sha256 } from "../auth/secrets.ts";
 import type { Ctx } from "../context.ts";
 import { agentJobs, boxes, servers, serverTemplates } from "../db/schema.ts";
@@ -116,15 +116,24 @@ export async function rotateServerToken(
 
 export async function serverForAgentToken(ctx: Ctx, token: string): Promise<ServerRow | null> {
   const hash = sha256(token);
-  let [row] = await ctx.db.select().from(servers).where(eq(servers.agentTokenHash, hash));
-  if (!row) {
+  // One indexed read, whichever token it is: an unknown token (anyone can send one) costs no more.
+  let [row] = await ctx.db
+    .select()
+    .from(servers)
+    .where(or(eq(servers.agentTokenHash, hash), eq(servers.nextAgentTokenHash, hash)));
+  if (row && row.agentTokenHash !== hash) {
     // The token a play handed the host (apps/api/src/ansible/plays.ts): its first use
     // makes it the server's token, and the one before it stops working.
-    [row] = await ctx.db
+    // Two first uses at once (an agent's first heartbeat and claim): one promotes it, the
+    // other reads it promoted.
+    const [promoted] = await ctx.db
       .update(servers)
       .set({ agentTokenHash: hash, nextAgentTokenHash: null })
       .where(eq(servers.nextAgentTokenHash, hash))
       .returning();
+    [row] = promoted
+      ? [promoted]
+      : await ctx.db.select().from(servers).where(eq(servers.agentTokenHash, hash));
   }
   return row && row.status !== "archived" ? row : null;
 }
