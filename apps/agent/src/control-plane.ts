@@ -1,6 +1,7 @@
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import {
+  AGENT_MAX_IN_FLIGHT,
   type GitCredential,
   GitCredential as GitCredentialSchema,
   type Heartbeat,
@@ -54,7 +55,10 @@ export interface ControlPlane {
 
 export class HttpControlPlane implements ControlPlane {
   readonly #base: string;
+  /** Connections for everything but the claim long-poll. */
   readonly #agent: HttpAgent;
+  /** The claim long-poll's own connection, so no other request ever takes its place. */
+  readonly #claimAgent: HttpAgent;
 
   constructor(
     baseUrl: string,
@@ -62,14 +66,25 @@ export class HttpControlPlane implements ControlPlane {
     private readonly timeoutMs = 15_000,
   ) {
     this.#base = baseUrl.replace(/\/+$/, "");
-    this.#agent = baseUrl.startsWith("https:")
-      ? new HttpsAgent({ keepAlive: true, maxSockets: 16 })
-      : new HttpAgent({ keepAlive: true, maxSockets: 16 });
+    // A replica takes at most AGENT_MAX_IN_FLIGHT of a host's requests at once beside its claim
+    // long-poll: more wait here, in the connection pool's queue, instead of being refused.
+    const pool = (maxSockets: number) =>
+      baseUrl.startsWith("https:")
+        ? new HttpsAgent({ keepAlive: true, maxSockets })
+        : new HttpAgent({ keepAlive: true, maxSockets });
+    this.#agent = pool(AGENT_MAX_IN_FLIGHT);
+    this.#claimAgent = pool(1);
   }
 
   async claim(max: number, waitMs: number, signal?: AbortSignal) {
     const body = ClaimBody.parse(
-      await this.#post("/agent/v1/jobs/claim", { max, waitMs }, waitMs + this.timeoutMs, signal),
+      await this.#post(
+        "/agent/v1/jobs/claim",
+        { max, waitMs },
+        waitMs + this.timeoutMs,
+        signal,
+        this.#claimAgent,
+      ),
     );
     const jobs: RawClaimedJob[] = [];
     const rejected: unknown[] = [];
@@ -115,12 +130,19 @@ export class HttpControlPlane implements ControlPlane {
   /** Drops pooled connections so nothing outlives the agent (and the peer can close at once). */
   close(): void {
     this.#agent.destroy();
+    this.#claimAgent.destroy();
   }
 
-  async #post(path: string, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<unknown> {
-    let res: { status: number; text: string };
+  async #post(
+    path: string,
+    body: unknown,
+    timeoutMs: number,
+    signal?: AbortSignal,
+    agent = this.#agent,
+  ): Promise<unknown> {
+    let res: { status: number; text: string; retryAfter: string | undefined };
     try {
-      res = await this.#request(path, JSON.stringify(body), timeoutMs, signal);
+      res = await this.#request(path, JSON.stringify(body), timeoutMs, agent, signal);
     } catch (err) {
       throw new AgentError("control_plane_unreachable", `control plane unreachable (${path})`, {
         cause: err,
@@ -129,7 +151,12 @@ export class HttpControlPlane implements ControlPlane {
     }
     if (res.status < 200 || res.status >= 300) {
       throw new AgentError("control_plane_rejected", `control plane answered ${res.status} to ${path}`, {
-        details: { status: res.status, path, body: res.text.slice(0, 500) },
+        details: {
+          status: res.status,
+          path,
+          body: res.text.slice(0, 500),
+          ...(res.retryAfter ? { retryAfterMs: retryAfterHeaderMs(res.retryAfter) } : {}),
+        },
       });
     }
     try {
@@ -146,8 +173,9 @@ export class HttpControlPlane implements ControlPlane {
     path: string,
     body: string,
     timeoutMs: number,
+    agent: HttpAgent,
     signal?: AbortSignal,
-  ): Promise<{ status: number; text: string }> {
+  ): Promise<{ status: number; text: string; retryAfter: string | undefined }> {
     const url = new URL(`${this.#base}${path}`);
     const send = url.protocol === "https:" ? httpsRequest : httpRequest;
     return new Promise((resolve, reject) => {
@@ -155,7 +183,7 @@ export class HttpControlPlane implements ControlPlane {
         url,
         {
           method: "POST",
-          agent: this.#agent,
+          agent,
           headers: {
             authorization: `Bearer ${this.token}`,
             "content-type": "application/json",
@@ -168,7 +196,11 @@ export class HttpControlPlane implements ControlPlane {
           const chunks: Buffer[] = [];
           res.on("data", (c: Buffer) => chunks.push(c));
           res.on("end", () =>
-            resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }),
+            resolve({
+              status: res.statusCode ?? 0,
+              text: Buffer.concat(chunks).toString("utf8"),
+              retryAfter: res.headers["retry-after"],
+            }),
           );
           res.on("error", reject);
         },
@@ -187,6 +219,23 @@ export function rejectedStatus(err: unknown): number | null {
     return typeof s === "number" ? s : null;
   }
   return null;
+}
+
+/**
+ * How long the control plane asked this host to wait before trying again (the `Retry-After`
+ * of its refusal, in ms), or 0. The agent's loops wait at least this long, on top of their
+ * own backoff.
+ */
+export function retryAfterMs(err: unknown): number {
+  if (!(err instanceof AgentError) || err.code !== "control_plane_rejected") return 0;
+  const ms = err.details?.retryAfterMs;
+  return typeof ms === "number" ? ms : 0;
+}
+
+/** A `Retry-After` in seconds (the only form the control plane sends), capped at a minute; 0 if unreadable. */
+function retryAfterHeaderMs(value: string): number {
+  const seconds = Number(value);
+  return Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds, 60) * 1000 : 0;
 }
 
 /** `error.message` of an API error body (text), if it has one. */

@@ -1,11 +1,12 @@
 import { describe, expect, test, vi } from "vitest";
 import { Wakeup } from "../src/clock.ts";
+import { AgentError } from "../src/errors.ts";
 import { BackgroundLoop } from "../src/loops/background-loop.ts";
 
 /** A loop whose pass succeeds or fails as told, recording nothing but its passes. */
 class Probe extends BackgroundLoop {
   passes = 0;
-  constructor(private readonly fail: boolean) {
+  constructor(private readonly fail: boolean | Error) {
     super();
   }
   protected run(signal: AbortSignal): Promise<void> {
@@ -14,7 +15,7 @@ class Probe extends BackgroundLoop {
       retryMs: () => 700,
       pass: async () => {
         this.passes++;
-        if (this.fail) throw new Error("control plane away");
+        if (this.fail) throw this.fail === true ? new Error("control plane away") : this.fail;
       },
       failed: () => {},
     });
@@ -22,7 +23,7 @@ class Probe extends BackgroundLoop {
 }
 
 /** The first wait a loop asks for, with Math.random drawing `draw`. */
-async function firstWait(draw: number, fail = false): Promise<number> {
+async function firstWait(draw: number, fail: boolean | Error = false): Promise<number> {
   vi.spyOn(Math, "random").mockReturnValue(draw);
   const wait = vi.spyOn(Wakeup.prototype, "wait");
   const loop = new Probe(fail);
@@ -46,5 +47,14 @@ describe("the agent's background loops", () => {
 
   test("after a failed pass wait the retry delay instead", async () => {
     expect(await firstWait(0.5, true)).toBe(700);
+  });
+
+  test("after a refusal wait what its Retry-After asked when that is longer", async () => {
+    const refusal = (retryAfterMs: number) =>
+      new AgentError("control_plane_rejected", "control plane answered 429", {
+        details: { status: 429, retryAfterMs },
+      });
+    expect(await firstWait(0.5, refusal(3_000))).toBe(3_000);
+    expect(await firstWait(0.5, refusal(100))).toBe(700);
   });
 });

@@ -23,6 +23,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { parseArgs } from "node:util";
+import { AGENT_MAX_IN_FLIGHT } from "@doppio/contracts";
 import { sleep } from "../../agent/src/clock.ts";
 import { heartbeat, registerServer, signedInClient, type TestClient } from "../test/support/client.ts";
 import { freshPostgresDatabase, POSTGRES_URL, signedInAdmin } from "../test/support/control-plane.ts";
@@ -53,6 +54,27 @@ if (!POSTGRES_URL) {
 }
 
 const now = () => performance.now();
+
+/**
+ * A simulated agent's connections, as the real agent's (apps/agent/src/control-plane.ts):
+ * at most AGENT_MAX_IN_FLIGHT requests at once beside its claim long-poll; more wait here.
+ */
+class AgentConnections {
+  #free = AGENT_MAX_IN_FLIGHT;
+  readonly #waiting: Array<() => void> = [];
+
+  async send<T>(call: () => Promise<T>): Promise<T> {
+    if (this.#free > 0) this.#free--;
+    else await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    try {
+      return await call();
+    } finally {
+      const next = this.#waiting.shift();
+      if (next) next();
+      else this.#free++;
+    }
+  }
+}
 
 /** Kernel clock ticks per second (USER_HZ), the unit of /proc's CPU times. */
 const TICKS = 100;
@@ -156,7 +178,7 @@ async function run(replicaCount: number): Promise<RunResult> {
         const list = window.routes.get(route) ?? [];
         list.push(now() - t0);
         window.routes.set(route, list);
-        if (res.status === 503) window.refused++;
+        if (res.status === 503 || res.status === 429) window.refused++;
         else if (res.status >= 500) window.errors++;
       }
       return res;
@@ -193,16 +215,19 @@ async function run(replicaCount: number): Promise<RunResult> {
       });
       agentClients.push(agent.at(urls[k % urls.length]!));
     }
+    const connections = agentClients.map(() => new AgentConnections());
     await Promise.all(agentClients.map((a) => a.post("/agent/v1/heartbeat", heartbeat())));
     // As the agent's own loops do (loops/heartbeat.ts, loops/claim.ts): heartbeats go out on
     // their own schedule, each agent at its own phase (agents start independently), and never
     // hold up the next claim.
     const stopped = new AbortController();
     setMaxListeners(AGENTS + 1, stopped.signal); // each agent's heartbeat loop waits on it
-    const heartbeatLoop = async (agent: TestClient) => {
+    const heartbeatLoop = async (agent: TestClient, k: number) => {
       await sleep(Math.random() * HEARTBEAT_MS, stopped.signal);
       while (running) {
-        await timed("POST /agent/v1/heartbeat", () => agent.post("/agent/v1/heartbeat", heartbeat()));
+        await connections[k]!.send(() =>
+          timed("POST /agent/v1/heartbeat", () => agent.post("/agent/v1/heartbeat", heartbeat())),
+        );
         await sleep(HEARTBEAT_MS, stopped.signal);
       }
     };
@@ -229,8 +254,10 @@ async function run(replicaCount: number): Promise<RunResult> {
                 { seq: 1, at, type: "started" },
                 { seq: 2, at, type: "result", ok: true, data },
               ];
-              await timed("POST /agent/v1/jobs/:id/events", () =>
-                agent.post(`/agent/v1/jobs/${job.id}/events`, { events }),
+              await connections[k]!.send(() =>
+                timed("POST /agent/v1/jobs/:id/events", () =>
+                  agent.post(`/agent/v1/jobs/${job.id}/events`, { events }),
+                ),
               );
             }
           })(),
@@ -391,7 +418,8 @@ function table(title: string, pick: (r: RunResult) => Window): void {
   console.log(col("", 36) + results.map((r) => col(`${r.replicas} replica(s)`)).join(""));
   row("requests/s (all routes below)", (w) => rps(w).toFixed(0));
   row("500 answers", (w) => String(w.errors));
-  row("503 answers (no capacity)", (w) => String(w.refused));
+  // 503: no capacity; 429: a host over its requests in progress (AGENT_MAX_IN_FLIGHT).
+  row("503 / 429 answers", (w) => String(w.refused));
   const p50p99 = (l: number[]) => `${ms(pct(l, 50))} / ${ms(pct(l, 99))} ms (${l.length})`;
   row("claim p50/p99 (job created → held)", (w) => p50p99(w.claim));
   row("dispatch p50/p99 (call sent → held)", (w) => p50p99(w.dispatch));

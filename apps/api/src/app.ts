@@ -50,6 +50,7 @@ import { playRoutes } from "./routes/plays.ts";
 import { serverRoutes } from "./routes/servers.ts";
 import { loadAccessKeys } from "./services/access.ts";
 import { bootstrapAdmin } from "./services/admin.ts";
+import { AgentInFlight } from "./services/agent-in-flight.ts";
 import { ClaimSeats } from "./services/claim-seats.ts";
 import { type GitCredentialSource, noGitCredentials } from "./services/git-credentials.ts";
 import { idleTick, livenessTick, reapTick } from "./services/periodic.ts";
@@ -132,6 +133,7 @@ export async function buildControlPlane(deps: AppDeps): Promise<ControlPlane> {
     gitCredentials: deps.gitCredentials ?? noGitCredentials,
     streamSlots: new StreamSlots(config.streamsPerUser),
     claimSeats: new ClaimSeats(),
+    agentInFlight: new AgentInFlight(),
     boxCreates: new RateWindow(deps.database.db, "box-create", config.boxCreatesPerMinute, 60_000),
     mailer,
     walletNotifier: deps.walletNotifier ?? walletNotifierFor(mailer, config, deps.logger),

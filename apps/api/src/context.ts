@@ -10,6 +10,7 @@ import type { Metrics } from "./metrics.ts";
 import type { Bus } from "./realtime/bus.ts";
 import type { StreamSlots } from "./realtime/stream-slots.ts";
 import type { AccessKeys } from "./services/access.ts";
+import type { AgentInFlight } from "./services/agent-in-flight.ts";
 import type { ClaimSeats } from "./services/claim-seats.ts";
 import type { GitCredentialSource } from "./services/git-credentials.ts";
 import type { RateWindow } from "./services/rate-limits.ts";
@@ -38,6 +39,8 @@ export interface Ctx {
   github?: GitHub;
   /** Each server's one claim long-poll on this replica. */
   claimSeats: ClaimSeats;
+  /** Each server's other agent requests in this replica's handlers. */
+  agentInFlight: AgentInFlight;
   /** Event and log streams each user holds open. */
   streamSlots: StreamSlots;
   /** Box creations per user in the last minute (counted in the database, across replicas). */

@@ -34,6 +34,12 @@ export function createMetrics() {
       help: "Agent claim long-polls ended early because a newer poll of the same server arrived",
       registers: [registry],
     }),
+    agentRequestsRefused: new Counter({
+      name: "doppio_agent_requests_refused_total",
+      help: "Agent requests refused because their host already had AGENT_MAX_IN_FLIGHT in progress on this replica",
+      labelNames: ["server"] as const,
+      registers: [registry],
+    }),
     sseStreams: new Gauge({
       name: "doppio_sse_streams",
       help: "Event and log streams currently open",

@@ -160,6 +160,14 @@ export function parseJobResult(
   };
 }
 
+/**
+ * Requests one host may have in a control-plane replica's handlers at once besides its claim
+ * long-poll (one per replica, held by its claim seat). The agent opens no more connections
+ * than this plus one for its claim, so it never meets the limit; a host over it is refused
+ * (429) at once (apps/api/src/services/agent-in-flight.ts).
+ */
+export const AGENT_MAX_IN_FLIGHT = 8;
+
 /** A job as handed to an agent by `POST /agent/v1/jobs/claim`. */
 export const ClaimedJob = z.object({
   id: z.string(),

@@ -1,4 +1,5 @@
 import { jittered, Wakeup } from "../clock.ts";
+import { retryAfterMs } from "../control-plane.ts";
 
 /** How far each wait of a loop strays from its interval, either way (see `jittered`). */
 const INTERVAL_JITTER = 0.1;
@@ -36,7 +37,8 @@ export abstract class BackgroundLoop {
 
   /**
    * Runs `pass` every `intervalMs` (±10%) until stopped; after a failure waits `retryMs(failures)`
-   * instead and reports it (warn on the first of a run of failures, debug after).
+   * instead, or longer when the control plane's refusal asked for more (Retry-After), and
+   * reports it (warn on the first of a run of failures, debug after).
    */
   protected async repeat(
     signal: AbortSignal,
@@ -55,7 +57,7 @@ export abstract class BackgroundLoop {
         failures = 0;
       } catch (err) {
         failures++;
-        wait = o.retryMs(failures);
+        wait = Math.max(o.retryMs(failures), retryAfterMs(err));
         o.failed(err, failures);
       }
       await this.wakeup.wait(wait, signal);

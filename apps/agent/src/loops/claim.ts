@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import { backoffMs, type Clock, sleep } from "../clock.ts";
-import type { ControlPlane } from "../control-plane.ts";
+import { type ControlPlane, retryAfterMs } from "../control-plane.ts";
 import { type JobRunner, noSpaceLeft } from "../jobs/runner.ts";
 import type { JobStore } from "../store/jobs.ts";
 import { BackgroundLoop } from "./background-loop.ts";
@@ -71,7 +71,7 @@ export class ClaimLoop extends BackgroundLoop {
         if (signal.aborted) break;
         failures++;
         this.d.log[failures === 1 ? "warn" : "debug"]({ err, failures }, "claim failed");
-        await sleep(backoffMs(failures), signal);
+        await sleep(Math.max(backoffMs(failures), retryAfterMs(err)), signal);
       }
     }
   }

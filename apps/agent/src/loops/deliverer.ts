@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 import { backoffMs, type Clock } from "../clock.ts";
-import { type ControlPlane, rejectedStatus } from "../control-plane.ts";
+import { type ControlPlane, rejectedStatus, retryAfterMs } from "../control-plane.ts";
 import type { Metrics } from "../metrics.ts";
 import type { JobStore } from "../store/jobs.ts";
 import { BackgroundLoop } from "./background-loop.ts";
@@ -131,7 +131,7 @@ export class Deliverer extends BackgroundLoop {
       }
       const failures = (this.#failures.get(jobId) ?? 0) + 1;
       this.#failures.set(jobId, failures);
-      const wait = backoffMs(failures);
+      const wait = Math.max(backoffMs(failures), retryAfterMs(err));
       this.#notBefore.set(jobId, this.d.clock.now().getTime() + wait);
       this.d.metrics.deliveryFailures.inc();
       this.d.log[failures === 1 ? "warn" : "debug"](

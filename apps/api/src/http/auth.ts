@@ -54,13 +54,30 @@ export function requireAdmin(ctx: Ctx) {
   };
 }
 
-/** The server whose agent token is the bearer. */
-export function requireAgent(ctx: Ctx) {
-  return async (req: FastifyRequest, _reply: FastifyReply): Promise<void> => {
+/**
+ * The server whose agent token is the bearer. Its request counts against the host's
+ * requests in progress on this replica (services/agent-in-flight.ts) until its response is
+ * done, and is refused when the host already has its fill; a claim long-poll (`"claim"`)
+ * holds a claim seat instead (services/claim-seats.ts).
+ */
+export function requireAgent(ctx: Ctx, kind: "request" | "claim" = "request") {
+  return async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const token = bearer(req);
     const server = token ? await serverForAgentToken(ctx, token) : null;
     if (!server) throw new AppError("unauthorized", "a valid agent token is required");
     req.agentServer = server;
+    if (kind === "claim") return;
+    if (!ctx.agentInFlight.enter(server.id)) {
+      ctx.metrics.agentRequestsRefused.inc({ server: server.name });
+      reply.header("retry-after", "1");
+      throw new AppError(
+        "rate_limited",
+        `this host already has ${ctx.agentInFlight.limit} requests in progress here; wait for them to end`,
+        { retryAfterSeconds: 1 },
+      );
+    }
+    // "close" comes once, whether the response was sent or the connection died first.
+    reply.raw.once("close", () => ctx.agentInFlight.leave(server.id));
   };
 }
 

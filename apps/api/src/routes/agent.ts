@@ -8,10 +8,11 @@ import { endpoint } from "./contract.ts";
 /** The agent protocol: outbound-only from the host, bearer = the server's agent token. */
 export function agentRoutes(ctx: Ctx): FastifyPluginAsyncZod {
   const agent = requireAgent(ctx);
+  const claimingAgent = requireAgent(ctx, "claim");
   return async (app) => {
     app.route({
       ...endpoint("claimJobs"),
-      onRequest: agent,
+      onRequest: claimingAgent,
       handler: async (req, reply) => {
         // Stop waiting (and claim nothing more) the moment the agent hangs up.
         const abort = new AbortController();
