@@ -7,15 +7,19 @@
  * anonymous memory (each VMM's own), and files and libraries. A streamed restore copies the
  * whole guest RAM out of the migration stream into the new process; a mapped one maps the
  * golden's RAM file private and loads only device state (src/vmm/qemu/mapped-ram.ts).
+ * Beside them, the floor under any QEMU restore here: a QEMU with no devices and nothing to
+ * load, started the way the agent starts its VMs (launchQemu: spawn → QMP answers), and the
+ * binary's own start-up (`--version`: loading and linking it, nothing else).
  * Env: BENCH_RUNS (default 5) restores per mode, BENCH_CLONES (default 8), BENCH_IDLE_MS (3000).
  */
 import { execFileSync } from "node:child_process";
-import { readFileSync, statSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import type { QemuExecutor } from "../src/vmm/qemu/executor.ts";
 import { boxPaths } from "../src/vmm/qemu/layout.ts";
-import { readPid } from "../src/vmm/qemu/process.ts";
+import { killVm, launchQemu, readPid } from "../src/vmm/qemu/process.ts";
 import type { GoldenManifest } from "../src/vmm/qemu/records.ts";
 import { boxSpec, buildMinimalImage, RecordingReporter } from "../test/qemu/support.ts";
 import { QemuBench, requireQemuBench, restorePhases } from "./qemu-bench.ts";
@@ -95,6 +99,44 @@ function pssByKind(pid: number, guestMb: number): Map<Kind, number> {
   return out;
 }
 
+/**
+ * The QEMU process alone, RUNS times each: `--version` (exec, dynamic linking of its
+ * libraries, constructors) and a bare microvm (`-S`, no devices, no kernel) from spawn until
+ * its QMP answers, through the agent's own launchQemu; each killed by its pid at once.
+ */
+async function qemuStartFloor(): Promise<{ version: number[]; bare: number[] }> {
+  const dir = mkdtempSync(join(tmpdir(), "dbxr-bare-"));
+  const out = { version: [] as number[], bare: [] as number[] };
+  try {
+    for (let i = 0; i < RUNS; i++) {
+      let t = performance.now();
+      execFileSync("qemu-system-x86_64", ["--version"]);
+      out.version.push(performance.now() - t);
+      const [qmpSocket, pidFile] = [join(dir, "qmp.sock"), join(dir, "pid")];
+      t = performance.now();
+      const { pid, qmp } = await launchQemu({
+        qemuBinary: "qemu-system-x86_64",
+        // (The QMP socket's path names `dir`: killVm's check that the pid is still this VM.)
+        args: [
+          ...["-M", "microvm,acpi=on", "-accel", "tcg", "-m", String(GUEST_MB), "-nodefaults"],
+          ...["-no-user-config", "-display", "none", "-S", "-pidfile", pidFile],
+          ...["-qmp", `unix:${qmpSocket},server=on,wait=off`],
+        ],
+        logFile: join(dir, "qemu.log"),
+        pidFile,
+        qmpSocket,
+        netns: null,
+      });
+      out.bare.push(performance.now() - t);
+      qmp.close();
+      await killVm(pid, dir, qmpSocket);
+    }
+    return out;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function removeAll(mode: Mode): Promise<void> {
   for (const { slug } of await executors[mode].list())
     await executors[mode].remove(slug, new RecordingReporter());
@@ -120,6 +162,7 @@ try {
     await executors[mode].buildGolden(template, new RecordingReporter());
     build[mode] = performance.now() - t;
   }
+  const floor = await qemuStartFloor();
   // Interleaved, so load drift on the host hits both modes alike.
   const ready: Record<Mode, number[]> = { streamed: [], mapped: [] };
   const phases: Record<Mode, Map<string, number[]>> = { streamed: new Map(), mapped: new Map() };
@@ -176,6 +219,9 @@ try {
     };
     row(`    ${name}`, cell("streamed"), cell("mapped"));
   }
+  console.log(
+    `  floor, QEMU alone p50 (n=${RUNS}): \`--version\` ${p50(floor.version).toFixed(0)} ms, bare microvm spawn → QMP up ${p50(floor.bare).toFixed(0)} ms (qemu_up above: the same with the box's devices)`,
+  );
   row("1 idle clone RSS", mb(mem.streamed.one.rss), mb(mem.mapped.one.rss));
   row("1 idle clone PSS", mb(mem.streamed.one.pss), mb(mem.mapped.one.pss));
   row(`${CLONES} idle clones RSS (sum)`, mb(mem.streamed.many.rss), mb(mem.mapped.many.rss));
