@@ -9,6 +9,7 @@ import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
 import { boxPaths } from "../../src/vmm/qemu/layout.ts";
 import { readPid } from "../../src/vmm/qemu/process.ts";
 import type { GoldenManifest } from "../../src/vmm/qemu/records.ts";
+import { restoreBootPaths } from "../../src/vmm/qemu/restore-boot.ts";
 import { TestNetns } from "../support/netns.ts";
 import {
   boxSpec,
@@ -120,6 +121,23 @@ describe.skipIf(missing !== null)("mapped-RAM restores on real QEMU", { timeout:
     expect(ns.curl("http://10.0.0.4:8000/cgi-bin/data?mem").trim()).toBe("(none)");
     expect(ns.curl("http://10.0.0.4:8000/cgi-bin/data").trim()).toBe("(none)");
     expect(ns.curl("http://10.0.0.4:8000/").trim()).toBe("mem-c");
+  });
+
+  it("a clone's VMM gets the golden's stand-in kernel and initrd, not the image's (restore-boot.ts)", async () => {
+    const stand = restoreBootPaths(golden.dir);
+    const cmdline = readFileSync(
+      `/proc/${await readPid(boxPaths(dataDir, "mem-a").pid)}/cmdline`,
+      "utf8",
+    ).split("\0");
+    expect(cmdline[cmdline.indexOf("-kernel") + 1]).toBe(stand.kernel);
+    expect(cmdline[cmdline.indexOf("-initrd") + 1]).toBe(stand.initrd);
+    // The image's boot sector, header and setup code only; nothing of the initrd.
+    const kernel = readFileSync(golden.kernel);
+    const head = readFileSync(stand.kernel);
+    expect(head.length).toBe((kernel[0x1f1]! + 1) * 512);
+    expect(head.equals(kernel.subarray(0, head.length))).toBe(true);
+    expect(kernel.length).toBeGreaterThan(100 * head.length);
+    expect(statSync(stand.initrd).size).toBe(0);
   });
 
   it("the golden's memory file is never modified by its clones", async () => {

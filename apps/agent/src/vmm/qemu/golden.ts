@@ -16,6 +16,7 @@ import { isVmProcess, killVm, launchQemu } from "./process.ts";
 import { type QmpClient, waitMigration } from "./qmp.ts";
 import { waitReady } from "./ready.ts";
 import { type GoldenManifest, readJson, writeJson } from "./records.ts";
+import { writeRestoreBoot } from "./restore-boot.ts";
 
 /** Generation of the golden build's metadata; boxes always run with 1 or more. */
 const GOLDEN_GENERATION = 0;
@@ -121,6 +122,7 @@ export async function buildGoldenSnapshot(
     });
     qmp.close();
     qmp = null;
+    await writeRestoreBoot(img.kernel, p.dir);
     await chmod(p.disk, 0o444);
     await createOverlay(p.disk, p.overlayTemplate);
     // Documentation more than protection (root ignores it): clones map it private, read-write.

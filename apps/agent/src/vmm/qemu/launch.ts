@@ -18,6 +18,7 @@ import { isVmProcess, launchQemu } from "./process.ts";
 import type { QmpClient } from "./qmp.ts";
 import { fileSize, waitReady } from "./ready.ts";
 import { type BoxRecord, type GoldenManifest, writeJson } from "./records.ts";
+import { restoreBoot } from "./restore-boot.ts";
 import { noRoom } from "./room.ts";
 
 /** Where a box's disks come from: a golden snapshot, the template image, or its own. */
@@ -152,14 +153,16 @@ export async function launchBox(
   // A mapped golden's clone loads device state only (mapped-ram.ts); a resume of a clone maps
   // the same file private again, and its stream carries all of the RAM.
   const mapped = origin.kind === "golden" && origin.golden.memoryFile ? origin.golden : null;
+  // A restored VM never boots its kernel: stand-ins keep its contents out of QEMU's memory.
+  const boot = restore && record.goldenDir ? await restoreBoot(record.goldenDir) : null;
   const args = qemuArgs({
     accel: record.accel,
     tscKhz: record.tscKhz,
     // A migration stream only loads into a machine with the golden VM's memory size.
     memoryMb: restore ? restore.memoryMb : spec.memoryMb,
     vcpu: restore ? restore.vcpu : spec.vcpu,
-    kernel: record.kernel,
-    initrd: record.initrd,
+    kernel: boot?.kernel ?? record.kernel,
+    initrd: boot?.initrd ?? record.initrd,
     rootDisk: paths.overlay,
     dataDisk: { path: paths.volume, format: "raw" },
     net,
