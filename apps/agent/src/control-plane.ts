@@ -53,10 +53,20 @@ export interface ControlPlane {
   close?(): void;
 }
 
+/**
+ * Of a host's AGENT_MAX_IN_FLIGHT requests, those its boxes' guests or visitors start (a
+ * box's `git credential fill`, a request waking a hibernated box) may take this many: a
+ * tenant asking in a loop then waits for these, never for the connections the agent's own
+ * job events, heartbeats and logs use.
+ */
+const BOX_ASKED_CONNECTIONS = 2;
+
 export class HttpControlPlane implements ControlPlane {
   readonly #base: string;
-  /** Connections for everything but the claim long-poll. */
+  /** Connections for the agent's own requests (events, heartbeats, logs). */
   readonly #agent: HttpAgent;
+  /** Connections for requests boxes or their visitors start (BOX_ASKED_CONNECTIONS). */
+  readonly #boxAgent: HttpAgent;
   /** The claim long-poll's own connection, so no other request ever takes its place. */
   readonly #claimAgent: HttpAgent;
 
@@ -72,7 +82,8 @@ export class HttpControlPlane implements ControlPlane {
       baseUrl.startsWith("https:")
         ? new HttpsAgent({ keepAlive: true, maxSockets })
         : new HttpAgent({ keepAlive: true, maxSockets });
-    this.#agent = pool(AGENT_MAX_IN_FLIGHT);
+    this.#agent = pool(AGENT_MAX_IN_FLIGHT - BOX_ASKED_CONNECTIONS);
+    this.#boxAgent = pool(BOX_ASKED_CONNECTIONS);
     this.#claimAgent = pool(1);
   }
 
@@ -109,7 +120,8 @@ export class HttpControlPlane implements ControlPlane {
   async gitCredential(slug: string): Promise<GitCredentialAnswer> {
     const path = `/agent/v1/boxes/${encodeURIComponent(slug)}/git-credential`;
     try {
-      return { credential: GitCredentialSchema.parse(await this.#post(path, {}, this.timeoutMs)) };
+      const body = await this.#post(path, {}, this.timeoutMs, undefined, this.#boxAgent);
+      return { credential: GitCredentialSchema.parse(body) };
     } catch (err) {
       if (rejectedStatus(err) !== 404) throw err;
       return {
@@ -124,13 +136,13 @@ export class HttpControlPlane implements ControlPlane {
   }
 
   async wakeBox(slug: string): Promise<void> {
-    await this.#post(`/agent/v1/boxes/${encodeURIComponent(slug)}/wake`, {}, this.timeoutMs);
+    const path = `/agent/v1/boxes/${encodeURIComponent(slug)}/wake`;
+    await this.#post(path, {}, this.timeoutMs, undefined, this.#boxAgent);
   }
 
   /** Drops pooled connections so nothing outlives the agent (and the peer can close at once). */
   close(): void {
-    this.#agent.destroy();
-    this.#claimAgent.destroy();
+    for (const pool of [this.#agent, this.#boxAgent, this.#claimAgent]) pool.destroy();
   }
 
   async #post(
