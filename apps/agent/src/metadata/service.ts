@@ -120,6 +120,19 @@ export async function buildMetadataService(d: MetadataServiceDeps): Promise<Fast
         "the control plane could not be asked for a Git credential",
       );
     }
+    if ("retryAfterMs" in answer) {
+      const seconds = Math.ceil(answer.retryAfterMs / 1000);
+      // Once per run of refusals: a box asking in a loop must not flood the agent's log either.
+      if (answer.first)
+        log.warn({ slug: box.slug }, "box asks for Git credentials too often; refusing for now");
+      reply.header("retry-after", String(seconds));
+      return sendError(
+        reply,
+        429,
+        "rate_limited",
+        `this box asked for Git credentials too often; try again in ${seconds} s`,
+      );
+    }
     if ("unavailable" in answer) return sendError(reply, 404, "not_found", answer.unavailable);
     log.debug({ slug: box.slug, expiresAt: answer.credential.expiresAt }, "git credential handed to box");
     reply.header("cache-control", "no-store");

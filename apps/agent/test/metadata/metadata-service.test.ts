@@ -5,6 +5,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GitCredentialSource } from "../../../api/src/services/git-credentials.ts";
 import { freePort } from "../../../api/test/support/ports.ts";
+import { ASK_BURST } from "../../src/metadata/credentials.ts";
 import {
   startAgent,
   startCp,
@@ -258,6 +259,55 @@ describe("agent metadata service: Git credentials for boxes", () => {
     expect(tokenOf("gitty")).not.toBe(old);
     expect((await ask(old)).status).toBe(401);
     expect((await ask(tokenOf("gitty"))).status).toBe(200);
+  });
+
+  it("holds a box asking in a loop on its host: 429 with Retry-After, which its helper prints; other boxes are served", async () => {
+    await createBox("looper");
+    issued.length = 0;
+    const token = tokenOf("looper");
+    const statuses: number[] = [];
+    let refused: Response | undefined;
+    for (let i = 0; i < ASK_BURST + 3; i++) {
+      const res = await fetch(`${base()}/v1/git-credential`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      statuses.push(res.status);
+      if (res.status === 429) refused ??= res;
+      else await res.body?.cancel();
+      // Its `git credential erase`, so that the next ask is not answered from the cache.
+      await fetch(`${base()}/v1/git-credential`, {
+        method: "DELETE",
+        headers: { authorization: `Bearer ${token}` },
+      });
+    }
+    expect(statuses).toEqual([...Array(ASK_BURST).fill(200), 429, 429, 429]);
+    expect(issued).toEqual(Array(ASK_BURST).fill("looper"));
+    expect(refused!.headers.get("retry-after")).toMatch(/^(9|10)$/);
+    expect(await refused!.json()).toEqual({
+      error: {
+        code: "rate_limited",
+        message: expect.stringMatching(
+          /^this box asked for Git credentials too often; try again in (9|10) s$/,
+        ),
+      },
+    });
+    const other = await ask(tokenOf("nocred"));
+    expect(other.status).toBe(404);
+
+    if (!which("curl") || !which("busybox")) {
+      console.warn("SKIPPING the helper's words on a refusal: needs curl and busybox on PATH");
+      return;
+    }
+    const file = path.join(tmp, "metadata-looper");
+    await writeFile(file, `url=${base()}\ntoken=${token}\n`, { mode: 0o600 });
+    const r = await run("sh", [HELPER, "get"], "protocol=https\nhost=github.com\n\n", {
+      DOPPIO_METADATA_FILE: file,
+      DOPPIO_LIB: GUEST_LIB,
+    });
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toMatch(
+      /^git-credential-doppio: this box asked for Git credentials too often; try again in (9|10) s; git will prompt\n$/,
+    );
   });
 
   it("forgets a deleted box's token", async () => {

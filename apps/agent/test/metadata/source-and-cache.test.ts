@@ -5,7 +5,12 @@ import type { FastifyInstance } from "fastify";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GitCredentialAnswer } from "../../src/control-plane.ts";
-import { GitCredentialCache, REUSE_MARGIN_MS } from "../../src/metadata/credentials.ts";
+import {
+  ASK_BURST,
+  ASK_EVERY_MS,
+  GitCredentialCache,
+  REUSE_MARGIN_MS,
+} from "../../src/metadata/credentials.ts";
 import { buildMetadataService } from "../../src/metadata/service.ts";
 import { newMetadataToken } from "../../src/metadata/tokens.ts";
 import { BoxStore } from "../../src/store/boxes.ts";
@@ -88,6 +93,56 @@ describe("GitCredentialCache", () => {
     });
     await cache.get("k", "box");
     expect(calls).toHaveLength(2);
+  });
+
+  it("asks for one boot one at a time: requests meanwhile share the answer", async () => {
+    let answer!: (a: GitCredentialAnswer) => void;
+    const calls: string[] = [];
+    const cache = new GitCredentialCache(
+      {
+        gitCredential: (slug) => {
+          calls.push(slug);
+          return new Promise((resolve) => {
+            answer = resolve;
+          });
+        },
+      },
+      { now: () => new Date(0) },
+    );
+    const waiting = Promise.all([1, 2, 3, 4, 5].map(() => cache.get("k", "box")));
+    await new Promise((r) => setImmediate(r));
+    expect(calls).toEqual(["box"]);
+    answer({ unavailable: "GitHub is not connected for this box's owner" });
+    expect(new Set((await waiting).map((a) => JSON.stringify(a))).size).toBe(1);
+    const again = cache.get("k", "box"); // not cached: asked again, now that the first ask is over
+    expect(calls).toHaveLength(2);
+    answer({ unavailable: "still not connected" });
+    expect(await again).toEqual({ unavailable: "still not connected" });
+  });
+
+  it("holds a boot asking in a loop to its budget, erase or not; other boots are served", async () => {
+    const clock = { t: 0 };
+    const cp = issuing(clock, 3_600_000);
+    const cache = new GitCredentialCache(cp, { now: () => new Date(clock.t) });
+    const loop = async () => {
+      const answer = await cache.get("looping", "box");
+      cache.forget("looping"); // its `git credential erase`, to be asked again
+      return answer;
+    };
+    for (let i = 0; i < ASK_BURST; i++) expect(await loop()).toHaveProperty("credential");
+    expect(await loop()).toEqual({ retryAfterMs: ASK_EVERY_MS, first: true });
+    clock.t += 4_000;
+    expect(await loop()).toEqual({ retryAfterMs: ASK_EVERY_MS - 4_000, first: false });
+    expect(cp.calls).toHaveLength(ASK_BURST);
+    expect(await cache.get("other-boot", "other")).toHaveProperty("credential");
+
+    clock.t += 6_000; // one ask earned back, and only one
+    expect(await loop()).toHaveProperty("credential");
+    expect(await loop()).toEqual({ retryAfterMs: ASK_EVERY_MS, first: true });
+    // A boot that stops asking gets its whole budget back, and its entry goes.
+    clock.t += ASK_BURST * ASK_EVERY_MS;
+    for (let i = 0; i < ASK_BURST; i++) expect(await loop()).toHaveProperty("credential");
+    expect(cp.calls.filter((s) => s === "box")).toHaveLength(2 * ASK_BURST + 1);
   });
 });
 
