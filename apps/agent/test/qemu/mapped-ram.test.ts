@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createReadStream, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -5,6 +6,7 @@ import { join } from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LinuxHostNetwork } from "../../src/net/host-network.ts";
+import { vmmIdentity } from "../../src/vmm/qemu/confine.ts";
 import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
 import { boxPaths } from "../../src/vmm/qemu/layout.ts";
 import { readPid } from "../../src/vmm/qemu/process.ts";
@@ -138,6 +140,50 @@ describe.skipIf(missing !== null)("mapped-RAM restores on real QEMU", { timeout:
     expect(head.equals(kernel.subarray(0, head.length))).toBe(true);
     expect(kernel.length).toBeGreaterThan(100 * head.length);
     expect(statSync(stand.initrd).size).toBe(0);
+  });
+
+  it("each clone's VMM runs as its own uid with no capabilities under seccomp, and that uid reaches no other box (confine.ts)", async () => {
+    const vmm = async (slug: string, ip: string) => {
+      const pid = (await readPid(boxPaths(dataDir, slug).pid))!;
+      const status = readFileSync(`/proc/${pid}/status`, "utf8");
+      const field = (name: string) =>
+        new RegExp(`^${name}:\\s*(.*)$`, "m").exec(status)![1]!.trim().split(/\s+/);
+      return { pid, id: vmmIdentity(ip, 16), field };
+    };
+    const a = await vmm("mem-a", "10.0.0.2");
+    const b = await vmm("mem-b", "10.0.0.3");
+    expect(a.id.uid).not.toBe(b.id.uid);
+    for (const { id, field } of [a, b]) {
+      expect(field("Uid")).toEqual(Array(4).fill(String(id.uid)));
+      expect(field("Gid")).toEqual(Array(4).fill(String(id.gid)));
+      expect(field("Groups")).toEqual([String(id.gid)]);
+      expect(field("CapEff")).toEqual(["0000000000000000"]);
+      expect(field("CapPrm")).toEqual(["0000000000000000"]);
+      expect(field("NoNewPrivs")).toEqual(["1"]);
+      expect(field("Seccomp")).toEqual(["2"]);
+    }
+    // What an escape into mem-a's VMM could do: act as its uid.
+    const asA = (script: string) =>
+      spawnSync(
+        "setpriv",
+        [`--reuid=${a.id.uid}`, `--regid=${a.id.gid}`, "--clear-groups", "sh", "-c", script],
+        { encoding: "utf8" },
+      );
+    const own = boxPaths(dataDir, "mem-a");
+    const other = boxPaths(dataDir, "mem-b");
+    expect(asA(`head -c 1 ${own.volume} > /dev/null`).status).toBe(0);
+    for (const attempt of [
+      `head -c 1 ${other.volume}`,
+      `head -c 1 ${other.overlay}`,
+      `ls ${other.dir}`,
+      `ls ${dataDir}/boxes`,
+      `kill -0 ${b.pid}`,
+      `head -c 1 /proc/${b.pid}/environ`,
+    ]) {
+      const r = asA(attempt);
+      expect(r.status, attempt).not.toBe(0);
+      expect(r.stderr, attempt).toMatch(/Permission denied|Operation not permitted/);
+    }
   });
 
   it("the golden's memory file is never modified by its clones", async () => {

@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { type BoxMetadata, METADATA_SIZE } from "../../src/vmm/executor.ts";
 import { parseTscKhz } from "../../src/vmm/qemu/accel.ts";
 import { kernelCmdline, type LaunchSpec, qemuArgs } from "../../src/vmm/qemu/args.ts";
+import { VMM_UID_BASE, vmmIdentity } from "../../src/vmm/qemu/confine.ts";
 import { boxPaths, goldenBuildPaths } from "../../src/vmm/qemu/layout.ts";
 import { encodeMetadata, encodeShellMetadata, SHELL_METADATA_SIZE } from "../../src/vmm/qemu/metadata.ts";
 
@@ -205,9 +206,26 @@ describe("qemuArgs", () => {
     expect(user.join(" ")).toContain("guestfwd=tcp:10.0.0.1:8169-cmd:socat - TCP:127.0.0.1:8169");
   });
 
-  it("restores paused from an exec: migration stream", () => {
-    const args = qemuArgs({ ...base, incomingFile: "/g/vmstate" });
-    expect(args.slice(-3)).toEqual(["-S", "-incoming", "exec:cat /g/vmstate"]);
+  it("restores paused from the migration stream it inherits as fd 3", () => {
+    const args = qemuArgs({ ...base, incoming: "stream" });
+    expect(args.slice(-3)).toEqual(["-S", "-incoming", "fd:3"]);
+  });
+
+  it("confines a box's VMM: its own uid from its address, QEMU's seccomp filter, no spawning unless user mode needs socat", () => {
+    expect(vmmIdentity("10.0.0.2", 16)).toEqual({ uid: VMM_UID_BASE + 2, gid: VMM_UID_BASE + 2 });
+    expect(vmmIdentity("10.0.3.7", 16).uid).toBe(VMM_UID_BASE + 3 * 256 + 7);
+    expect(vmmIdentity("10.0.3.7", 24).uid).toBe(VMM_UID_BASE + 7);
+    const tap = qemuArgs({ ...base, confine: { identity: vmmIdentity("10.0.0.2", 16), spawn: false } });
+    expect(tap.slice(-4)).toEqual([
+      "-runas",
+      `${VMM_UID_BASE + 2}:${VMM_UID_BASE + 2}`,
+      "-sandbox",
+      "on,obsolete=deny,resourcecontrol=deny,spawn=deny",
+    ]);
+    const user = qemuArgs({ ...base, confine: { identity: null, spawn: true } });
+    expect(user.slice(-2)).toEqual(["-sandbox", "on,obsolete=deny,resourcecontrol=deny,spawn=allow"]);
+    expect(user).not.toContain("-runas");
+    expect(qemuArgs(base)).not.toContain("-sandbox");
   });
 
   it("doubles commas in option values", () => {
@@ -225,8 +243,7 @@ describe("qemuArgs", () => {
     const clone = qemuArgs({
       ...base,
       memoryFile: { path: "/g/memory", share: false },
-      incomingFile: "/g/vmstate",
-      incomingDefer: true,
+      incoming: "defer",
     });
     expect(clone[3]).toBe(`memory-backend-file,id=mem,size=${base.memoryMb}M,mem-path=/g/memory,share=off`);
     // The capability goes in over QMP before the stream is opened (mapped-ram.ts).

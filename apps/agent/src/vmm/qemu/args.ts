@@ -1,4 +1,5 @@
 import { numToIp, poolLayout } from "../../cidr.ts";
+import { confineArgs, INCOMING_FD, type VmmIdentity } from "./confine.ts";
 import { shellMetadataPath } from "./metadata.ts";
 
 export type Accel = "kvm" | "tcg";
@@ -40,8 +41,13 @@ export interface LaunchSpec {
   serialLog: string;
   qmpSocket: string;
   pidFile: string;
-  /** Restore from this migration stream instead of booting (starts paused; `cont` resumes). */
-  incomingFile?: string;
+  /**
+   * Restore instead of booting (starts paused; `cont` resumes): `stream` reads the migration
+   * stream from the inherited `INCOMING_FD` at once; `defer` waits for the caller, which sets
+   * migration capabilities over QMP and then starts it (x-ignore-shared is no `-global`
+   * property in QEMU 7.2).
+   */
+  incoming?: "stream" | "defer";
   /**
    * Guest RAM in a file instead of anonymous memory. The golden build maps it shared (its
    * RAM lands in the file and `x-ignore-shared` keeps it out of the migration stream); a
@@ -49,11 +55,8 @@ export interface LaunchSpec {
    * page cache, shared by every clone, and its own writes never reach the file.
    */
   memoryFile?: { path: string; share: boolean };
-  /**
-   * `-incoming defer`: the caller sets migration capabilities over QMP, then starts the
-   * restore with `migrate-incoming` (x-ignore-shared is no `-global` property in QEMU 7.2).
-   */
-  incomingDefer?: boolean;
+  /** A box's VMM (confine.ts): its own uid (when the agent is root) and QEMU's seccomp filter. */
+  confine?: { identity: VmmIdentity | null; spawn: boolean };
 }
 
 const METADATA_FW_CFG_NAME = "opt/doppio/meta";
@@ -124,8 +127,8 @@ export function qemuArgs(s: LaunchSpec): string[] {
     "-pidfile",
     s.pidFile,
   ];
-  if (s.incomingDefer) args.push("-S", "-incoming", "defer");
-  else if (s.incomingFile) args.push("-S", "-incoming", `exec:cat ${s.incomingFile}`);
+  if (s.incoming) args.push("-S", "-incoming", s.incoming === "defer" ? "defer" : `fd:${INCOMING_FD}`);
+  if (s.confine) args.push(...confineArgs(s.confine.identity, s.confine.spawn));
   return args;
 }
 

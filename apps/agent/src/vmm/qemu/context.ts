@@ -16,6 +16,8 @@ export interface QemuContext {
    * (mapped-ram.ts), `streamed` inside the migration stream that each restore copies.
    */
   goldenMemory: "mapped" | "streamed";
+  /** Each box's VMM runs as its own unprivileged uid (confine.ts); needs the agent to be root. */
+  confineVmms: boolean;
   resolveAccel(kernel: string, initrd: string): Promise<{ accel: Accel; tscKhz: number | null }>;
   now(): Date;
 }

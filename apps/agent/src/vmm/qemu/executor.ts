@@ -69,6 +69,11 @@ export interface QemuExecutorConfig {
   goldenMemory?: "mapped" | "streamed";
   /** Bytes per second QEMU may write a hibernating box's memory at (default: unthrottled). */
   hibernateBandwidth?: number;
+  /**
+   * Each box's VMM as its own unprivileged uid (confine.ts). Default: when the agent runs as
+   * root (it cannot change uids otherwise); QEMU's seccomp filter applies either way.
+   */
+  confineVmms?: boolean;
   qemuBinary?: string;
   log: Logger;
   now?: () => Date;
@@ -123,6 +128,7 @@ export class QemuExecutor implements Executor {
       readyTimeoutMs: config.readyTimeoutMs ?? 120_000,
       goldenNet: config.goldenNet,
       goldenMemory: config.goldenMemory ?? "mapped",
+      confineVmms: config.confineVmms ?? process.getuid?.() === 0,
       now: config.now ?? (() => new Date()),
       resolveAccel: (kernel, initrd) => {
         this.#accel ??= (async () => {

@@ -4,6 +4,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { setTimeout as delay } from "node:timers/promises";
+import { confineSocket } from "./confine.ts";
 import { QemuError } from "./errors.ts";
 import type { BoxPaths } from "./layout.ts";
 import { type QmpClient, waitMigration } from "./qmp.ts";
@@ -16,7 +17,7 @@ import { readJson, writeJson } from "./records.ts";
  * whole one; the manifest beside it says which machine it loads into.
  */
 export interface SavedMemory {
-  /** The migration stream: what `-incoming "exec:cat FILE"` reads. */
+  /** The migration stream, which a resume hands its QEMU as `INCOMING_FD` (confine.ts). */
   vmstate: string;
   memoryMb: number;
   vcpu: number;
@@ -34,10 +35,6 @@ interface HibernationPaths {
 
 export function hibernationPaths(paths: BoxPaths): HibernationPaths {
   const vmstate = join(paths.dir, "memory.vmstate");
-  // The path is read by a shell in QEMU's `exec:` incoming URI.
-  if (!/^[A-Za-z0-9_./-]+$/.test(vmstate)) {
-    throw new QemuError("invalid_spec", `box path ${vmstate} is not safe in a migration URI`);
-  }
   return {
     vmstate,
     partial: `${vmstate}.partial`,
@@ -90,6 +87,7 @@ export async function saveMemory(
   if (status === "postmigrate") await qmp.execute("cont");
   const sink = await listenOnce(h.socket, h.partial);
   try {
+    await confineSocket(h.socket, paths.dir);
     await qmp.execute("stop");
     // A clone restored from a mapped golden still has x-ignore-shared on (mapped-ram.ts). Its
     // RAM is private, so the stream carries all of it either way, but the capability also

@@ -1,10 +1,11 @@
 import { access, readdir } from "node:fs/promises";
 import { createServer } from "node:net";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { VolumePool } from "../../pool/volumes.ts";
 import type { HostNetwork, StepReporter, Upstream, VmSpec } from "../executor.ts";
 import type { NetAttachment } from "./args.ts";
 import { DATA_DRIVE_ID, qemuArgs } from "./args.ts";
+import { confineBoxDir, openWayTo, vmmIdentity } from "./confine.ts";
 import type { QemuContext } from "./context.ts";
 import { prepareDisks } from "./disks.ts";
 import { QemuError, VmmExitedError } from "./errors.ts";
@@ -155,6 +156,12 @@ export async function launchBox(
   const mapped = origin.kind === "golden" && origin.golden.memoryFile ? origin.golden : null;
   // A restored VM never boots its kernel: stand-ins keep its contents out of QEMU's memory.
   const boot = restore && record.goldenDir ? await restoreBoot(record.goldenDir) : null;
+  const identity = deps.ctx.confineVmms ? vmmIdentity(spec.net.ip, spec.net.prefix) : null;
+  if (identity) {
+    const opened = await openWayTo(dirname(paths.dir));
+    if (opened.length) deps.ctx.log.warn({ opened }, "let boxes' VMM users pass through these directories");
+    await confineBoxDir(paths.dir, [paths.overlay, paths.volume], identity);
+  }
   const args = qemuArgs({
     accel: record.accel,
     tscKhz: record.tscKhz,
@@ -170,9 +177,9 @@ export async function launchBox(
     serialLog: paths.serial,
     qmpSocket: paths.qmp,
     pidFile: paths.pid,
-    ...(restore ? { incomingFile: restore.vmstate } : {}),
+    ...(restore ? { incoming: mapped ? "defer" : "stream" } : {}),
     ...(record.memoryFile ? { memoryFile: { path: record.memoryFile, share: false } } : {}),
-    ...(mapped ? { incomingDefer: true } : {}),
+    confine: { identity, spawn: net.kind === "user" },
   });
   const stepName = origin.kind === "resume" ? "resume_vm" : restore ? "restore_vm" : "boot_vm";
   const { pid, qmp } = await report.step(stepName, async () => {
@@ -183,10 +190,11 @@ export async function launchBox(
       logFile: paths.qemuLog,
       pidFile: paths.pid,
       qmpSocket: paths.qmp,
+      ...(restore ? { incomingFile: restore.vmstate } : {}),
     });
     report.mark?.("qemu_up");
     try {
-      if (mapped) await startMappedIncoming(launched.qmp, mapped.vmstate);
+      if (mapped) await startMappedIncoming(launched.qmp);
       if (restore) {
         await resumeAfterIncoming(
           launched.qmp,

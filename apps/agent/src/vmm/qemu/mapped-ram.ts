@@ -1,3 +1,4 @@
+import { INCOMING_FD } from "./confine.ts";
 import type { QmpClient } from "./qmp.ts";
 
 /**
@@ -20,8 +21,8 @@ export async function ignoreShared(qmp: QmpClient): Promise<void> {
   });
 }
 
-/** On a clone started with `-incoming defer`: load `vmstate` without guest RAM. */
-export async function startMappedIncoming(qmp: QmpClient, vmstate: string): Promise<void> {
+/** On a clone started with `-incoming defer`: load its inherited stream without guest RAM. */
+export async function startMappedIncoming(qmp: QmpClient): Promise<void> {
   await ignoreShared(qmp);
-  await qmp.execute("migrate-incoming", { uri: `exec:cat ${vmstate}` });
+  await qmp.execute("migrate-incoming", { uri: `fd:${INCOMING_FD}` });
 }

@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { readFile, rm } from "node:fs/promises";
 import { setTimeout as delay } from "node:timers/promises";
+import { INCOMING_FD } from "./confine.ts";
 import { QemuError, VmmExitedError } from "./errors.ts";
 import { QmpClient } from "./qmp.ts";
 import { noRoom, noSpaceError } from "./room.ts";
@@ -14,6 +15,8 @@ export interface LaunchOptions {
   pidFile: string;
   qmpSocket: string;
   netns: string | null;
+  /** A restore's migration stream, opened here and inherited as `INCOMING_FD` (confine.ts). */
+  incomingFile?: string;
   timeoutMs?: number;
 }
 
@@ -30,8 +33,12 @@ export async function launchQemu(o: LaunchOptions): Promise<{ pid: number; qmp: 
   const fd = openSync(o.logFile, "a");
   let exitInfo: string | null = null;
   let killed = false;
+  let incoming: number | null = null;
   try {
-    const child = spawn(file, args, { detached: true, stdio: ["ignore", fd, fd] });
+    if (o.incomingFile) incoming = openSync(o.incomingFile, "r");
+    const stdio: Array<"ignore" | number> = ["ignore", fd, fd];
+    if (incoming !== null) stdio[INCOMING_FD] = incoming;
+    const child = spawn(file, args, { detached: true, stdio });
     child.once("exit", (code, signal) => {
       exitInfo = `exit ${code ?? signal}`;
       killed = signal !== null;
@@ -42,6 +49,7 @@ export async function launchQemu(o: LaunchOptions): Promise<{ pid: number; qmp: 
     child.unref();
   } finally {
     closeSync(fd);
+    if (incoming !== null) closeSync(incoming);
   }
   const deadline = Date.now() + (o.timeoutMs ?? 15_000);
   for (;;) {
