@@ -9,7 +9,9 @@ import type { AgentConfig } from "../config.ts";
  *   pass the metadata service's caller check; frames between TAPs are dropped (the TAPs
  *   are also isolated bridge ports).
  * - `inet doppio`: box → host only to the metadata port on the gateway and the edge's
- *   ports (a box may open its own public URL); box → anything routed only to public
+ *   ports (a box may open its own public URL), at most `BOX_TO_HOST_CONNECTIONS` open
+ *   connections per box and new ones at `BOX_TO_HOST_RATE` (the host's services hold a
+ *   descriptor per connection, and every box shares them); box → anything routed only to public
  *   addresses (no private, loopback, link-local/cloud-metadata, CGNAT or multicast
  *   ranges), masqueraded; nothing from outside opens a connection into a box.
  */
@@ -29,6 +31,15 @@ const BLOCKED_DESTINATIONS = [
   "198.18.0.0/15",
   "224.0.0.0/3",
 ] as const;
+
+/**
+ * Per box, towards the host (metadata service, edge): connections open at once, and new
+ * ones per second after a burst. More are reset at once; nothing of the host sees them.
+ * The metadata service needs one per request (the credential helper runs curl each time)
+ * plus a parked clone's long-poll; a page of the box's own URL a handful.
+ */
+export const BOX_TO_HOST_CONNECTIONS = 16;
+export const BOX_TO_HOST_RATE = { perSecond: 20, burst: 40 } as const;
 
 /** What a box's TAP may send as: the only source MAC and IP its frames may carry. */
 export interface PortIdentity {
@@ -99,12 +110,16 @@ table inet ${FIREWALL_TABLE} {}
 delete table inet ${FIREWALL_TABLE}
 table inet ${FIREWALL_TABLE} {
   set blocked { type ipv4_addr; flags interval; elements = { ${blocked} } }
+  set box_conns { type ipv4_addr; flags dynamic; size 65535; }
+  set box_rate { type ipv4_addr; flags dynamic,timeout; timeout 1m; size 65535; }
   chain input {
     type filter hook input priority filter; policy accept;
     iifname ${br} jump box_to_host
   }
   chain box_to_host {
     ct state established,related accept
+    meta l4proto tcp ct state new add @box_conns { ip saddr ct count over ${BOX_TO_HOST_CONNECTIONS} } counter reject with tcp reset
+    meta l4proto tcp ct state new update @box_rate { ip saddr limit rate over ${BOX_TO_HOST_RATE.perSecond}/second burst ${BOX_TO_HOST_RATE.burst} packets } counter reject with tcp reset
     ${gatewayRule}
     ${hostRule}
     counter drop
