@@ -6,7 +6,7 @@ import { join } from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LinuxHostNetwork } from "../../src/net/host-network.ts";
-import { vmmIdentity } from "../../src/vmm/qemu/confine.ts";
+import { VMM_MAX_PROCESSES, vmmIdentity } from "../../src/vmm/qemu/confine.ts";
 import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
 import { boxPaths } from "../../src/vmm/qemu/layout.ts";
 import { readPid } from "../../src/vmm/qemu/process.ts";
@@ -153,7 +153,7 @@ describe.skipIf(missing !== null)("mapped-RAM restores on real QEMU", { timeout:
     const a = await vmm("mem-a", "10.0.0.2");
     const b = await vmm("mem-b", "10.0.0.3");
     expect(a.id.uid).not.toBe(b.id.uid);
-    for (const { id, field } of [a, b]) {
+    for (const { pid, id, field } of [a, b]) {
       expect(field("Uid")).toEqual(Array(4).fill(String(id.uid)));
       expect(field("Gid")).toEqual(Array(4).fill(String(id.gid)));
       expect(field("Groups")).toEqual([String(id.gid)]);
@@ -161,6 +161,8 @@ describe.skipIf(missing !== null)("mapped-RAM restores on real QEMU", { timeout:
       expect(field("CapPrm")).toEqual(["0000000000000000"]);
       expect(field("NoNewPrivs")).toEqual(["1"]);
       expect(field("Seccomp")).toEqual(["2"]);
+      const limits = readFileSync(`/proc/${pid}/limits`, "utf8");
+      expect(limits).toMatch(new RegExp(`^Max processes +${VMM_MAX_PROCESSES} +${VMM_MAX_PROCESSES} `, "m"));
     }
     // What an escape into mem-a's VMM could do: act as its uid.
     const asA = (script: string) =>

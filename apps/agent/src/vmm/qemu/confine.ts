@@ -18,6 +18,14 @@ import { ipToNum } from "../../net/ipv4.ts";
 /** First uid (and gid) of the range boxes' VMMs run as; the Firecracker backend's starts at 200 000. */
 export const VMM_UID_BASE = 300_000;
 
+/**
+ * Processes and threads a confined VMM's uid may have (RLIMIT_NPROC, per uid and so per
+ * box): QEMU's own threads (a few, plus its I/O pool of up to 64) and the `socat` it runs
+ * per guest connection in user mode, so a box opening connections in a loop runs out of
+ * processes of its own, not the host's.
+ */
+export const VMM_MAX_PROCESSES = 128;
+
 /** The file descriptor a restoring QEMU reads its migration stream from. */
 export const INCOMING_FD = 3;
 

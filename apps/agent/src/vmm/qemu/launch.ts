@@ -5,7 +5,7 @@ import type { VolumePool } from "../../pool/volumes.ts";
 import type { HostNetwork, StepReporter, Upstream, VmSpec } from "../executor.ts";
 import type { NetAttachment } from "./args.ts";
 import { DATA_DRIVE_ID, qemuArgs } from "./args.ts";
-import { confineBoxDir, openWayTo, vmmIdentity } from "./confine.ts";
+import { confineBoxDir, openWayTo, VMM_MAX_PROCESSES, vmmIdentity } from "./confine.ts";
 import type { QemuContext } from "./context.ts";
 import { prepareDisks } from "./disks.ts";
 import { QemuError, VmmExitedError } from "./errors.ts";
@@ -191,6 +191,7 @@ export async function launchBox(
       pidFile: paths.pid,
       qmpSocket: paths.qmp,
       ...(restore ? { incomingFile: restore.vmstate } : {}),
+      ...(identity ? { maxProcesses: VMM_MAX_PROCESSES } : {}),
     });
     report.mark?.("qemu_up");
     try {

@@ -17,6 +17,8 @@ export interface LaunchOptions {
   netns: string | null;
   /** A restore's migration stream, opened here and inherited as `INCOMING_FD` (confine.ts). */
   incomingFile?: string;
+  /** RLIMIT_NPROC for QEMU (`prlimit`): processes and threads of its uid once it has dropped to it. */
+  maxProcesses?: number;
   timeoutMs?: number;
 }
 
@@ -27,9 +29,10 @@ export interface LaunchOptions {
 export async function launchQemu(o: LaunchOptions): Promise<{ pid: number; qmp: QmpClient }> {
   await rm(o.qmpSocket, { force: true });
   await rm(o.pidFile, { force: true });
-  const [file, args] = o.netns
-    ? ["ip", ["netns", "exec", o.netns, o.qemuBinary, ...o.args]]
-    : [o.qemuBinary, o.args];
+  const qemu = o.maxProcesses
+    ? ["prlimit", `--nproc=${o.maxProcesses}`, "--", o.qemuBinary, ...o.args]
+    : [o.qemuBinary, ...o.args];
+  const [file, ...args] = o.netns ? ["ip", "netns", "exec", o.netns, ...qemu] : qemu;
   const fd = openSync(o.logFile, "a");
   let exitInfo: string | null = null;
   let killed = false;
@@ -38,7 +41,7 @@ export async function launchQemu(o: LaunchOptions): Promise<{ pid: number; qmp: 
     if (o.incomingFile) incoming = openSync(o.incomingFile, "r");
     const stdio: Array<"ignore" | number> = ["ignore", fd, fd];
     if (incoming !== null) stdio[INCOMING_FD] = incoming;
-    const child = spawn(file, args, { detached: true, stdio });
+    const child = spawn(file!, args, { detached: true, stdio });
     child.once("exit", (code, signal) => {
       exitInfo = `exit ${code ?? signal}`;
       killed = signal !== null;
