@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { mkdirSync } from "node:fs";
+import { chmodSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { PGlite } from "@electric-sql/pglite";
@@ -109,7 +109,10 @@ export async function openDatabase(opts: {
     };
   }
   const dir = path.join(opts.dataDir, "pgdata");
-  mkdirSync(dir, { recursive: true });
+  // PGlite makes its files 0666: the directory keeps every other user (and every box's VMM,
+  // on a single-host install) out of the database.
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  chmodSync(dir, 0o700);
   const client = await PGlite.create(dir);
   const db = drizzlePglite(client, { schema });
   await migratePglite(db, { migrationsFolder: MIGRATIONS });
