@@ -13,7 +13,8 @@ import type { AgentConfig } from "../config.ts";
  *   connections per box and new ones at `BOX_TO_HOST_RATE` (the host's services hold a
  *   descriptor per connection, and every box shares them); box → anything routed only to public
  *   addresses (no private, loopback, link-local/cloud-metadata, CGNAT or multicast
- *   ranges), masqueraded; nothing from outside opens a connection into a box.
+ *   ranges), masqueraded; nothing from outside opens a connection into a box; boxes' VMMs
+ *   start no connection out of the host.
  */
 export const FIREWALL_TABLE = "doppio";
 
@@ -58,6 +59,14 @@ export interface FirewallSpec {
   gatewayPorts: readonly number[];
   /** TCP ports on any host address boxes may open (the edge: a box reaching its own URL). */
   hostPorts: readonly number[];
+  /**
+   * The uids boxes' VMMs run as (vmm/qemu/confine.ts): they start no connection out of the
+   * host (a VMM's guest traffic goes through its TAP), so one that a guest escaped into
+   * cannot reach other boxes or the networks beyond from the host's side. The host's own
+   * addresses stay reachable (user mode's QEMU and socat talk over loopback), where every
+   * service asks for a token or, like the metadata service, a box's own source address.
+   */
+  vmmUids?: { first: number; last: number };
   blocked?: readonly string[];
 }
 
@@ -84,6 +93,9 @@ export function firewallScript(spec: FirewallSpec, ports: readonly PortIdentity[
   const elements = ports.length ? `elements = { ${ports.map(portElement).join(", ")} }` : "";
   const gatewayRule = spec.gatewayPorts.length
     ? `ip daddr ${spec.gateway} tcp dport ${portSet(spec.gatewayPorts)} accept`
+    : "";
+  const vmmRule = spec.vmmUids
+    ? `meta skuid ${spec.vmmUids.first}-${spec.vmmUids.last} ct state new oifname != "lo" counter drop`
     : "";
   const hostRule = spec.hostPorts.length
     ? `ip daddr != 127.0.0.0/8 tcp dport ${portSet(spec.hostPorts)} fib daddr type local accept`
@@ -136,6 +148,10 @@ table inet ${FIREWALL_TABLE} {
     ip saddr != ${spec.cidr} drop
     ip daddr @blocked counter drop
     accept
+  }
+  chain output {
+    type filter hook output priority filter; policy accept;
+    ${vmmRule}
   }
   chain postrouting {
     type nat hook postrouting priority srcnat; policy accept;

@@ -2,6 +2,7 @@ import type { Logger } from "pino";
 import { cidrProblem, numToIp, poolLayout } from "../cidr.ts";
 import type { AgentConfig } from "../config.ts";
 import type { GuestAddress, HostNetwork } from "../vmm/executor.ts";
+import { vmmUidRange } from "../vmm/qemu/confine.ts";
 import { CommandError, inNetns, run } from "./command.ts";
 import { NetworkError } from "./errors.ts";
 import {
@@ -125,6 +126,7 @@ export class LinuxHostNetwork implements HostNetwork {
           tapPrefix: this.#tapPrefix,
           gatewayPorts: this.#gatewayPorts,
           hostPorts: this.#hostPorts,
+          vmmUids: vmmUidRange(this.cidr),
         },
         [...this.#ports.values()],
       ),

@@ -45,6 +45,12 @@ export function vmmIdentity(ip: string, prefix: number): VmmIdentity {
   return { uid, gid: uid };
 }
 
+/** Every uid a box network's VMMs may run as (the host firewall keeps them off the network). */
+export function vmmUidRange(cidr: string): { first: number; last: number } {
+  const prefix = Number(cidr.split("/")[1]);
+  return { first: VMM_UID_BASE, last: VMM_UID_BASE + 2 ** (32 - prefix) - 1 };
+}
+
 /**
  * QEMU's options for a confined VMM. `-sandbox`: QEMU's seccomp filter, without the
  * obsolete system calls and resource control, and without spawning processes unless the

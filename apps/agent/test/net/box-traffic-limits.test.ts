@@ -1,12 +1,12 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { addPortScript, BOX_TO_HOST_CONNECTIONS, BOX_TO_HOST_RATE } from "../../src/net/firewall.ts";
 import { LinuxHostNetwork } from "../../src/net/host-network.ts";
+import { vmmUidRange } from "../../src/vmm/qemu/confine.ts";
 import { netnsUnavailable, TestNetns } from "../support/netns.ts";
 
 const missing = netnsUnavailable();
-if (missing)
-  console.warn(`SKIPPING box → host connection limits: ${missing} (CI runs as root with iproute2 and nft)`);
+if (missing) console.warn(`SKIPPING box traffic limits: ${missing} (CI runs as root with iproute2 and nft)`);
 
 const GATEWAY = "10.78.0.1";
 const BOX_IP = "10.78.0.5";
@@ -18,12 +18,13 @@ function nodeIn(ns: TestNetns, code: string, timeoutMs = 60_000): any {
 }
 
 /**
- * The host firewall's per-box bounds on connections into the host (net/firewall.ts), on a
- * real bridge and nftables in a test namespace: a "box" namespace sends through a veth that
- * the firewall knows as a box's TAP (its name, MAC and address in the `ports` set), to a
- * server on the gateway's metadata port that holds every connection it accepts.
+ * The host firewall's bounds on boxes (net/firewall.ts), on a real bridge and nftables in a
+ * test namespace: a "box" namespace sends through a veth that the firewall knows as a box's
+ * TAP (its name, MAC and address in the `ports` set), to a server on the gateway's metadata
+ * port that holds every connection it accepts; and the host's side connects to a server in
+ * the box as root, as another user and as boxes' VMM uids.
  */
-describe.skipIf(missing !== null)("box → host connection limits (nftables)", () => {
+describe.skipIf(missing !== null)("what boxes and their VMMs may open (nftables)", () => {
   let host: TestNetns;
   let box: TestNetns;
   let server: ReturnType<typeof import("node:child_process").spawn> | undefined;
@@ -87,6 +88,39 @@ describe.skipIf(missing !== null)("box → host connection limits (nftables)", (
        });`,
     );
     expect(result).toEqual({ open: BOX_TO_HOST_CONNECTIONS, refused: 8 });
+  });
+
+  it("lets no VMM uid open a connection out of the host, to a box or beyond; root (the edge) and other users still reach the box", async () => {
+    const { spawn } = await import("node:child_process");
+    const boxServer = spawn(
+      "ip",
+      [
+        "netns",
+        "exec",
+        box.name,
+        process.execPath,
+        "-e",
+        `require("node:net").createServer((c) => c.end("box\\n")).listen(8000, "${BOX_IP}", () => console.log("up"));`,
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    try {
+      await new Promise<void>((resolve) => boxServer.stdout!.once("data", () => resolve()));
+      const { first, last } = vmmUidRange("10.78.0.0/16");
+      const connectAs = (uid: number | null) => {
+        const curl = ["curl", "-sS", "--max-time", "2", `telnet://${BOX_IP}:8000`];
+        const argv =
+          uid === null ? curl : ["setpriv", `--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", ...curl];
+        const r = spawnSync("ip", ["netns", "exec", host.name, ...argv], { encoding: "utf8", input: "" });
+        return r.stdout.trim() === "box" ? "reached" : "blocked";
+      };
+      expect(connectAs(null)).toBe("reached");
+      expect(connectAs(65534)).toBe("reached"); // nobody: not a VMM
+      for (const uid of [first, first + 5, last]) expect(connectAs(uid), String(uid)).toBe("blocked");
+      expect(connectAs(last + 1)).toBe("reached");
+    } finally {
+      boxServer.kill("SIGKILL");
+    }
   });
 
   it(`holds a box to ${BOX_TO_HOST_RATE.perSecond} new connections a second after a burst of ${BOX_TO_HOST_RATE.burst}`, () => {
