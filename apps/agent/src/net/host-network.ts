@@ -2,7 +2,6 @@ import type { Logger } from "pino";
 import { cidrProblem, numToIp, poolLayout } from "../cidr.ts";
 import type { AgentConfig } from "../config.ts";
 import type { GuestAddress, HostNetwork } from "../vmm/executor.ts";
-import { vmmUidRange } from "../vmm/qemu/confine.ts";
 import { CommandError, inNetns, run } from "./command.ts";
 import { NetworkError } from "./errors.ts";
 import {
@@ -29,6 +28,8 @@ export interface LinuxHostNetworkConfig {
   gatewayPorts?: readonly number[];
   /** TCP ports on any host address boxes may open (the edge). */
   hostPorts?: readonly number[];
+  /** The uids boxes' VMMs run as, which the firewall keeps off the network (`FirewallSpec.vmmUids`). */
+  vmmUids?: { first: number; last: number };
   log?: Logger;
 }
 
@@ -57,6 +58,7 @@ export class LinuxHostNetwork implements HostNetwork {
   readonly #tapPrefix: string;
   readonly #gatewayPorts: readonly number[];
   readonly #hostPorts: readonly number[];
+  readonly #vmmUids: { first: number; last: number } | undefined;
   readonly #log: Logger | undefined;
   /** Each TAP's identity, as the firewall's `ports` set must hold it. */
   #ports: Map<string, PortIdentity> | null = null;
@@ -77,6 +79,7 @@ export class LinuxHostNetwork implements HostNetwork {
     this.#tapPrefix = config.tapPrefix ?? TAP_PREFIX;
     this.#gatewayPorts = config.gatewayPorts ?? [];
     this.#hostPorts = config.hostPorts ?? [];
+    this.#vmmUids = config.vmmUids;
     this.#log = config.log;
   }
 
@@ -126,7 +129,7 @@ export class LinuxHostNetwork implements HostNetwork {
           tapPrefix: this.#tapPrefix,
           gatewayPorts: this.#gatewayPorts,
           hostPorts: this.#hostPorts,
-          vmmUids: vmmUidRange(this.cidr),
+          ...(this.#vmmUids ? { vmmUids: this.#vmmUids } : {}),
         },
         [...this.#ports.values()],
       ),
@@ -291,9 +294,18 @@ function isGone(err: unknown): boolean {
   return /does not exist|Cannot find device|No such device/.test(stderrOf(err));
 }
 
-/** The tap-mode host network an agent's config describes: boxes may reach the metadata service and the edge. */
-export function hostNetworkFor(config: AgentConfig, netns: string | null, log: Logger): LinuxHostNetwork {
+/**
+ * The tap-mode host network an agent's config describes: boxes may reach the metadata
+ * service and the edge; their VMMs (running as `vmmUids`) nothing beyond the host.
+ */
+export function hostNetworkFor(
+  config: AgentConfig,
+  netns: string | null,
+  log: Logger,
+  vmmUids: { first: number; last: number },
+): LinuxHostNetwork {
   return new LinuxHostNetwork({
+    vmmUids,
     bridge: config.bridge.name,
     cidr: config.bridge.cidr,
     netns,

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LinuxHostNetwork } from "../../src/net/host-network.ts";
 import { macForIp } from "../../src/net/naming.ts";
+import { vmmUidRange } from "../../src/vmm/qemu/confine.ts";
 import type { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
 import {
   boxSpec,
@@ -61,6 +62,7 @@ describe.skipIf(missing !== null)("tenant isolation from inside real guests", { 
       netns: host.name,
       gatewayPorts: [METADATA_PORT],
       hostPorts: [EDGE_PORT],
+      vmmUids: vmmUidRange("10.0.0.0/16"),
     });
     await network.ensureBridge();
     // The host's services: on every address (the agent API stand-in, the edge), on the

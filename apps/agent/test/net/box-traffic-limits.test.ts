@@ -37,6 +37,7 @@ describe.skipIf(missing !== null)("what boxes and their VMMs may open (nftables)
       cidr: "10.78.0.0/16",
       gatewayPorts: [PORT],
       hostPorts: [],
+      vmmUids: vmmUidRange("10.78.0.0/16"),
       netns: host.name,
     });
     await net.ensureBridge();

@@ -40,7 +40,10 @@ export async function createFirecrackerBackend(config: AgentConfig, log: Logger)
       },
     },
   });
-  const hostNet = hostNetworkFor(config, null, log);
+  const hostNet = hostNetworkFor(config, null, log, {
+    first: cfg.uidBase,
+    last: cfg.uidBase + cfg.uidCount - 1,
+  });
   const executor = await createFirecrackerExecutor(cfg, hostNet, log);
   log.info({ firecracker: host.firecrackerVersion, cgroup: host.cgroup2Mount }, "firecracker backend ready");
   return { executor, network: hostNet };

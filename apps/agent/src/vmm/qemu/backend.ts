@@ -5,6 +5,7 @@ import { numToIp, poolLayout } from "../../cidr.ts";
 import type { AgentConfig } from "../../config.ts";
 import { hostNetworkFor } from "../../net/host-network.ts";
 import type { Backend } from "../executor.ts";
+import { vmmUidRange } from "./confine.ts";
 import { QemuExecutor } from "./executor.ts";
 
 /**
@@ -17,7 +18,8 @@ export async function createQemuBackend(config: AgentConfig, log: Logger): Promi
   const netns = config.netns ?? null;
   const pool = poolLayout(config.bridge.cidr);
   const metadataPort = config.metadata.enabled ? config.metadata.port : null;
-  const hostNet = config.networkMode === "tap" ? hostNetworkFor(config, netns, log) : null;
+  const hostNet =
+    config.networkMode === "tap" ? hostNetworkFor(config, netns, log, vmmUidRange(config.bridge.cidr)) : null;
   const executor = new QemuExecutor({
     dataDir: join(config.dataDir, "qemu"),
     imagesDir: join(config.dataDir, "images"),
