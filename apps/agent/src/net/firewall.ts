@@ -42,6 +42,12 @@ const BLOCKED_DESTINATIONS = [
 export const BOX_TO_HOST_CONNECTIONS = 16;
 export const BOX_TO_HOST_RATE = { perSecond: 20, burst: 40 } as const;
 
+/** A range of uids, both ends included. */
+export interface UidRange {
+  first: number;
+  last: number;
+}
+
 /** What a box's TAP may send as: the only source MAC and IP its frames may carry. */
 export interface PortIdentity {
   tap: string;
@@ -66,7 +72,7 @@ export interface FirewallSpec {
    * addresses stay reachable (user mode's QEMU and socat talk over loopback), where every
    * service asks for a token or, like the metadata service, a box's own source address.
    */
-  vmmUids?: { first: number; last: number };
+  vmmUids?: UidRange;
   blocked?: readonly string[];
 }
 

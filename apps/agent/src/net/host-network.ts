@@ -13,6 +13,7 @@ import {
   type PortIdentity,
   parsePortSet,
   removeTablesScript,
+  type UidRange,
 } from "./firewall.ts";
 import { isValidIfName, macForIp, TAP_PREFIX } from "./naming.ts";
 
@@ -29,7 +30,7 @@ export interface LinuxHostNetworkConfig {
   /** TCP ports on any host address boxes may open (the edge). */
   hostPorts?: readonly number[];
   /** The uids boxes' VMMs run as, which the firewall keeps off the network (`FirewallSpec.vmmUids`). */
-  vmmUids?: { first: number; last: number };
+  vmmUids?: UidRange;
   log?: Logger;
 }
 
@@ -58,7 +59,7 @@ export class LinuxHostNetwork implements HostNetwork {
   readonly #tapPrefix: string;
   readonly #gatewayPorts: readonly number[];
   readonly #hostPorts: readonly number[];
-  readonly #vmmUids: { first: number; last: number } | undefined;
+  readonly #vmmUids: UidRange | undefined;
   readonly #log: Logger | undefined;
   /** Each TAP's identity, as the firewall's `ports` set must hold it. */
   #ports: Map<string, PortIdentity> | null = null;
@@ -302,7 +303,7 @@ export function hostNetworkFor(
   config: AgentConfig,
   netns: string | null,
   log: Logger,
-  vmmUids: { first: number; last: number },
+  vmmUids: UidRange,
 ): LinuxHostNetwork {
   return new LinuxHostNetwork({
     vmmUids,

@@ -1,5 +1,7 @@
 import { chmod, chown, stat } from "node:fs/promises";
 import { dirname } from "node:path";
+import { poolLayout } from "../../cidr.ts";
+import type { UidRange } from "../../net/firewall.ts";
 import { ipToNum } from "../../net/ipv4.ts";
 
 /**
@@ -46,9 +48,8 @@ export function vmmIdentity(ip: string, prefix: number): VmmIdentity {
 }
 
 /** Every uid a box network's VMMs may run as (the host firewall keeps them off the network). */
-export function vmmUidRange(cidr: string): { first: number; last: number } {
-  const prefix = Number(cidr.split("/")[1]);
-  return { first: VMM_UID_BASE, last: VMM_UID_BASE + 2 ** (32 - prefix) - 1 };
+export function vmmUidRange(cidr: string): UidRange {
+  return { first: VMM_UID_BASE, last: VMM_UID_BASE + 2 ** (32 - poolLayout(cidr).prefix) - 1 };
 }
 
 /**
