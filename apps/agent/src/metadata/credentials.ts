@@ -15,10 +15,15 @@ export const REUSE_MARGIN_MS = 60_000;
 export const ASK_BURST = 6;
 export const ASK_EVERY_MS = 10_000;
 
-/** The cache's answer: the control plane's, or how long this box must wait before asking again. */
-export type CachedCredentialAnswer =
-  | GitCredentialAnswer
-  | { retryAfterMs: number /** the first refusal since this boot's last ask */; first: boolean };
+/** A boot past its budget: how long until it may ask again. */
+interface Refusal {
+  retryAfterMs: number;
+  /** The first refusal since this boot's last ask (logged once per run of refusals). */
+  first: boolean;
+}
+
+/** The cache's answer: the control plane's, or a refusal. */
+export type CachedCredentialAnswer = GitCredentialAnswer | Refusal;
 
 interface Budget {
   /** Asks left (fractional: it refills continuously). */
@@ -81,7 +86,7 @@ export class GitCredentialCache {
   }
 
   /** Takes one ask from the boot's budget; when none is left, how long until one is. */
-  #spend(key: string, now: number): { retryAfterMs: number; first: boolean } | null {
+  #spend(key: string, now: number): Refusal | null {
     const b = this.#budgets.get(key) ?? { asks: ASK_BURST, at: now, refused: false };
     b.asks = this.#refilled(b, now);
     b.at = now;

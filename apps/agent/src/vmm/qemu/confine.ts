@@ -42,14 +42,18 @@ export interface VmmIdentity {
  * two VMMs never share a uid; a uid is reused only after its previous VMM is gone.
  */
 export function vmmIdentity(ip: string, prefix: number): VmmIdentity {
-  const size = 2 ** (32 - prefix);
-  const uid = VMM_UID_BASE + (ipToNum(ip) % size);
+  const uid = VMM_UID_BASE + (ipToNum(ip) % addresses(prefix));
   return { uid, gid: uid };
 }
 
 /** Every uid a box network's VMMs may run as (the host firewall keeps them off the network). */
 export function vmmUidRange(cidr: string): UidRange {
-  return { first: VMM_UID_BASE, last: VMM_UID_BASE + 2 ** (32 - poolLayout(cidr).prefix) - 1 };
+  return { first: VMM_UID_BASE, last: VMM_UID_BASE + addresses(poolLayout(cidr).prefix) - 1 };
+}
+
+/** Addresses in a network of this prefix: one VMM uid each. */
+function addresses(prefix: number): number {
+  return 2 ** (32 - prefix);
 }
 
 /**

@@ -32,7 +32,7 @@ export async function launchQemu(o: LaunchOptions): Promise<{ pid: number; qmp: 
   const qemu = o.maxProcesses
     ? ["prlimit", `--nproc=${o.maxProcesses}`, "--", o.qemuBinary, ...o.args]
     : [o.qemuBinary, ...o.args];
-  const [file, ...args] = o.netns ? ["ip", "netns", "exec", o.netns, ...qemu] : qemu;
+  const [file, args] = o.netns ? ["ip", ["netns", "exec", o.netns, ...qemu]] : [qemu[0]!, qemu.slice(1)];
   const fd = openSync(o.logFile, "a");
   let exitInfo: string | null = null;
   let killed = false;
@@ -41,7 +41,7 @@ export async function launchQemu(o: LaunchOptions): Promise<{ pid: number; qmp: 
     if (o.incomingFile) incoming = openSync(o.incomingFile, "r");
     const stdio: Array<"ignore" | number> = ["ignore", fd, fd];
     if (incoming !== null) stdio[INCOMING_FD] = incoming;
-    const child = spawn(file!, args, { detached: true, stdio });
+    const child = spawn(file, args, { detached: true, stdio });
     child.once("exit", (code, signal) => {
       exitInfo = `exit ${code ?? signal}`;
       killed = signal !== null;
