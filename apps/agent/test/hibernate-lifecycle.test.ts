@@ -100,7 +100,7 @@ describe("a hibernate whose save fails while the VMM lives on", () => {
 
   it("leaves the box running and routed at both ends, the job failed with the save's error", async () => {
     const full = Object.assign(new Error("write vmstate: no space left on device"), { code: "ENOSPC" });
-    a.fake.failNextHibernate("awake", new Error("saving the memory failed", { cause: full }));
+    a.fake.failNext("hibernate", "awake", new Error("saving the memory failed", { cause: full }));
     expect((await cp.admin.post("/api/v1/boxes/awake/hibernate")).status).toBe(202);
     const box = await waitFor("the failed hibernate to settle", async () => {
       const b = (await cp.admin.get("/api/v1/boxes/awake")).body;

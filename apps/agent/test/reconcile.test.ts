@@ -44,6 +44,32 @@ describe("reconcile", () => {
     expect(await a.agent.reconciler.reconcileOnce()).toEqual([]);
   });
 
+  it("does not start behind the control plane's back a box whose start failed", async () => {
+    await cp.admin.post("/api/v1/boxes", { template: "minimal", name: "unlucky" });
+    await waitForBox(cp, "unlucky", "running");
+    await cp.admin.post("/api/v1/boxes/unlucky/stop");
+    await waitForBox(cp, "unlucky", "stopped");
+    const full = Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+    a.fake.failNext("start", "unlucky", full);
+    await cp.admin.post("/api/v1/boxes/unlucky/start");
+    expect(await waitForBox(cp, "unlucky", "error")).toMatchObject({ errorCode: "disk_full" });
+    await a.agent.runner.idle();
+    // The control plane shows it in error, so it stays down (even once the disk has room).
+    expect(a.agent.boxes.get("unlucky")?.desiredState).toBe("stopped");
+    expect(await a.agent.reconciler.reconcileOnce()).toEqual([]);
+    expect(await a.fake.inspect("unlucky")).toBe("stopped");
+    // The user's next start asks again, and it runs.
+    await cp.admin.post("/api/v1/boxes/unlucky/start");
+    await waitForBox(cp, "unlucky", "running");
+    expect(a.agent.boxes.get("unlucky")?.desiredState).toBe("running");
+    expect((await cp.admin.del("/api/v1/boxes/unlucky")).status).toBe(202);
+    await waitFor(
+      "unlucky deleted",
+      async () => (await cp.admin.get("/api/v1/boxes/unlucky")).status === 404,
+    );
+    await a.agent.runner.idle();
+  });
+
   it("lets a guest its VMM paused on a disk write error run again", async () => {
     a.fake.pauseOnIoError("phoenix");
     expect(await a.agent.reconciler.reconcileOnce()).toEqual([

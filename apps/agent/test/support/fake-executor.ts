@@ -133,11 +133,20 @@ export class FakeExecutor implements Executor, HostNetwork {
     };
   }
 
-  /** The next hibernate of each box here fails with its error, the VM running on (a save that met a full disk). */
-  readonly #hibernateFailures = new Map<string, Error>();
+  /**
+   * The next hibernate or start of a box fails with the error given: a hibernate at its save,
+   * the VM running on (a save that met a full disk); a start at its boot, the VM staying down.
+   */
+  readonly #failures = new Map<string, Error>();
 
-  failNextHibernate(slug: string, err: Error): void {
-    this.#hibernateFailures.set(slug, err);
+  failNext(op: "hibernate" | "start", slug: string, err: Error): void {
+    this.#failures.set(`${op} ${slug}`, err);
+  }
+
+  #takeFailure(op: "hibernate" | "start", slug: string): Error | undefined {
+    const failure = this.#failures.get(`${op} ${slug}`);
+    this.#failures.delete(`${op} ${slug}`);
+    return failure;
   }
 
   /** Simulates a VMM that died (crash, OOM kill): disks stay, the process is gone. */
@@ -202,6 +211,12 @@ export class FakeExecutor implements Executor, HostNetwork {
     const vm = this.#host.vms[spec.slug];
     if (!vm) throw new Error(`box ${spec.slug} has no disks on this host`);
     const resume = vm.state === "hibernated";
+    const failure = this.#takeFailure("start", spec.slug);
+    if (failure) {
+      await this.#step(report, resume ? "resume_vm" : "boot_vm", () => {
+        throw failure;
+      });
+    }
     return this.#bring(spec, report, ["setup_network", resume ? "resume_vm" : "boot_vm", "wait_ready"]);
   }
 
@@ -213,8 +228,7 @@ export class FakeExecutor implements Executor, HostNetwork {
     const vm = this.#host.vms[slug];
     if (vm?.state === "hibernated") return { memoryFileBytes: FakeExecutor.MEMORY_FILE_BYTES };
     if (vm?.state !== "running") throw new Error(`box ${slug} is not running`);
-    const failure = this.#hibernateFailures.get(slug);
-    this.#hibernateFailures.delete(slug);
+    const failure = this.#takeFailure("hibernate", slug);
     await this.#step(report, "hibernate_vm", () => {
       if (failure) throw failure;
       this.#endVmm(vm);

@@ -1,6 +1,7 @@
 import type { BoxJobPayload } from "@doppio/contracts";
 import { AgentError } from "../../errors.ts";
 import type { StoredBox } from "../../store/boxes.ts";
+import type { Upstream } from "../../vmm/executor.ts";
 import type { HandlerDeps, JobHandler } from "../registry.ts";
 import {
   boxRecord,
@@ -25,6 +26,25 @@ function knownBox(deps: HandlerDeps, p: BoxJobPayload, state: string): Omit<Stor
 }
 
 /**
+ * Brings the box up; when that fails and its VM is not running, the box's desired state goes
+ * back to stopped: the control plane shows it in error, so reconcile must not start it later
+ * (say, once a full disk has room again) behind the control plane's back. The user's next
+ * start asks again. Best effort: a store that cannot write either leaves the intent as it was.
+ */
+async function bringUp(deps: HandlerDeps, slug: string, up: () => Promise<Upstream>): Promise<Upstream> {
+  try {
+    return await up();
+  } catch (err) {
+    try {
+      if ((await deps.executor.inspect(slug)) !== "running") deps.boxes.setDesired(slug, "stopped");
+    } catch (standDown) {
+      deps.log.warn({ err: standDown, slug }, "could not record a failed start as stopped");
+    }
+    throw err;
+  }
+}
+
+/**
  * start: cold-boot from the box's own disks, or resume a hibernated box's memory (the
  * executor decides from what is on the host); a box already running is adopted as is.
  */
@@ -34,7 +54,9 @@ export const startHandler: JobHandler<"start"> = {
     const box = { ...knownBox(deps, p, state), desiredState: "running" as const };
     deps.boxes.upsert(box);
     let upstream = state === "running" ? await deps.executor.upstream(p.slug) : null;
-    upstream ??= await deps.executor.start(vmSpec(deps, box, deps.boxes.bumpGeneration(p.slug)), report);
+    upstream ??= await bringUp(deps, p.slug, () =>
+      deps.executor.start(vmSpec(deps, box, deps.boxes.bumpGeneration(p.slug)), report),
+    );
     const ready = upstream;
     await report.step("add_routes", async () => publishRunning(deps, p.slug, box.spec, ready));
     return { ip: box.ip };
@@ -65,7 +87,9 @@ export const resetHandler: JobHandler<"reset"> = {
     const secrets = job.attempt > 1 ? known.spec.secrets : freshSecrets();
     const box = { ...known, desiredState: "running" as const, spec: { ...known.spec, secrets } };
     deps.boxes.upsert(box);
-    const upstream = await deps.executor.reset(vmSpec(deps, box, deps.boxes.bumpGeneration(p.slug)), report);
+    const upstream = await bringUp(deps, p.slug, () =>
+      deps.executor.reset(vmSpec(deps, box, deps.boxes.bumpGeneration(p.slug)), report),
+    );
     await report.step("add_routes", async () => publishRunning(deps, p.slug, box.spec, upstream));
     return { ip: box.ip };
   },
