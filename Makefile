@@ -20,6 +20,7 @@ bench: bootstrap
 	npm run bench:outbox
 	npm run bench:pool
 	npm run bench:memory
+	npm run bench:tcg
 	npm run bench:logs
 	npm run bench:isolation
 

@@ -10,15 +10,19 @@
  * Env: BENCH_RUNS (default 5) restores per series, BENCH_COLD_RUNS (default 3) cold boots,
  * BENCH_CODE=0 leaves the code template out (it needs mmdebstrap and code-server from npm).
  */
-import { findTemplate } from "@doppio/contracts";
-import pino from "pino";
-import { buildImage } from "../src/images/builder.ts";
-import { ImageStore } from "../src/images/store.ts";
 import type { StepReporter } from "../src/vmm/executor.ts";
 import type { QemuExecutor } from "../src/vmm/qemu/executor.ts";
-import { BUILD_CACHE_DIR, IMAGE_STORE_DIR, imageBuildUnavailable, REPO } from "../test/images/support.ts";
+import { IMAGE_STORE_DIR } from "../test/images/support.ts";
 import { boxSpec, buildMinimalImage, RecordingReporter } from "../test/qemu/support.ts";
-import { percentile, QemuBench, quiet, requireQemuBench, restorePhases } from "./qemu-bench.ts";
+import {
+  buildCodeImage,
+  buildGolden,
+  percentile,
+  QemuBench,
+  quiet,
+  requireQemuBench,
+  restorePhases,
+} from "./qemu-bench.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const COLD_RUNS = Number(process.env.BENCH_COLD_RUNS ?? 3);
@@ -114,44 +118,24 @@ async function restoreVsCold(s: Subject): Promise<void> {
 
 /** The code template: its image (built once, cached by its inputs), its golden, restore vs cold. */
 async function codeTemplate(): Promise<void> {
-  const why = process.env.BENCH_CODE === "0" ? "BENCH_CODE=0" : imageBuildUnavailable();
-  if (why) {
-    console.log(`code template: not measured (${why})`);
+  const image = await buildCodeImage();
+  if (typeof image === "string") {
+    console.log(`code template: not measured (${image})`);
     return;
   }
-  const t = findTemplate("code")!;
-  const log = pino({ level: "warn" });
-  let at = performance.now();
-  const built = await buildImage(t, quiet, {
-    repoDir: REPO,
-    store: new ImageStore(IMAGE_STORE_DIR),
-    log,
-    env: { DOPPIO_IMAGE_CACHE: BUILD_CACHE_DIR },
-  });
-  console.log(`code image: ${built.cached ? "cached" : `built in ${fmt(performance.now() - at)}`}`);
+  console.log(`code image: ${image.cached ? "cached" : `built in ${fmt(image.buildMs)}`}`);
   const code = bench.executor({ imagesDir: IMAGE_STORE_DIR, readyTimeoutMs: 300_000 }).ex;
   executors.push(code);
-  at = performance.now();
-  const g = await code.buildGolden(
-    {
-      name: "code",
-      version: built.version,
-      imageVersion: built.version,
-      readyPorts: t.readyPorts,
-      memoryMb: t.memoryMb,
-      vcpu: t.vcpu,
-    },
-    quiet,
-  );
-  if (g.status !== "ready") throw new Error(`code golden: ${g.status}`);
+  const at = performance.now();
+  await buildGolden(code, image);
   console.log(`golden build (code): ${fmt(performance.now() - at)}`);
   await restoreVsCold({
     ex: code,
     template: "code",
     ready: (ip) => `http://${ip}:8888/healthz`,
     readyTimeoutMs: 300_000,
-    vcpu: t.vcpu,
-    memoryMb: t.memoryMb,
+    vcpu: image.template.vcpu,
+    memoryMb: image.template.memoryMb,
   });
 }
 

@@ -1,17 +1,22 @@
 /**
  * What the QEMU benches share: their own netns + bridge, executors on the minimal image
- * (test/qemu/support.ts), a fresh slug and address per box, a site probe and percentiles.
+ * (test/qemu/support.ts) or the code template's, a fresh slug and address per box, a site
+ * probe and percentiles.
  */
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { findTemplate, type TemplateDescriptor } from "@doppio/contracts";
 import pino from "pino";
+import { buildImage } from "../src/images/builder.ts";
+import { ImageStore } from "../src/images/store.ts";
 import { LinuxHostNetwork } from "../src/net/host-network.ts";
 import { numToIp } from "../src/net/ipv4.ts";
 import type { StepReporter } from "../src/vmm/executor.ts";
 import { QemuExecutor, type QemuExecutorConfig } from "../src/vmm/qemu/executor.ts";
+import { BUILD_CACHE_DIR, IMAGE_STORE_DIR, imageBuildUnavailable } from "../test/images/support.ts";
 import {
   GOLDEN_NET,
   IMAGES_DIR,
@@ -22,6 +27,48 @@ import {
 import { netnsUnavailable, TestNetns } from "../test/support/netns.ts";
 
 const exec = promisify(execFile);
+
+/**
+ * The code template's image, built once and cached by its inputs (.data/template-images), or
+ * why it cannot be built here (it needs mmdebstrap and code-server from npm; BENCH_CODE=0).
+ */
+export async function buildCodeImage(): Promise<BuiltImage | string> {
+  const why = process.env.BENCH_CODE === "0" ? "BENCH_CODE=0" : imageBuildUnavailable();
+  if (why) return why;
+  const template = findTemplate("code")!;
+  const at = performance.now();
+  const built = await buildImage(template, quiet, {
+    repoDir: REPO,
+    store: new ImageStore(IMAGE_STORE_DIR),
+    log: pino({ level: "warn" }),
+    env: { DOPPIO_IMAGE_CACHE: BUILD_CACHE_DIR },
+  });
+  return { template, version: built.version, cached: built.cached, buildMs: performance.now() - at };
+}
+
+export interface BuiltImage {
+  template: TemplateDescriptor;
+  version: string;
+  cached: boolean;
+  buildMs: number;
+}
+
+/** The golden snapshot of an image buildCodeImage built; throws unless it is ready. */
+export async function buildGolden(ex: QemuExecutor, image: BuiltImage): Promise<void> {
+  const t = image.template;
+  const g = await ex.buildGolden(
+    {
+      name: t.name,
+      version: image.version,
+      imageVersion: image.version,
+      readyPorts: t.readyPorts,
+      memoryMb: t.memoryMb,
+      vcpu: t.vcpu,
+    },
+    quiet,
+  );
+  if (g.status !== "ready") throw new Error(`${t.name} golden: ${g.status}`);
+}
 
 /** Steps run without being reported. */
 export const quiet: StepReporter = { step: (_name, fn) => fn(), log: () => {} };
@@ -114,6 +161,16 @@ export class QemuBench {
       if (Date.now() > deadline) throw new Error(`${url} never answered 200`);
       await new Promise((r) => setTimeout(r, 50));
     }
+  }
+
+  /** The body of `url` fetched in the bench's netns, following redirects. */
+  async get(url: string, timeoutMs = 120_000): Promise<string> {
+    const { stdout } = await exec(
+      "ip",
+      ["netns", "exec", this.ns.name, "curl", "-sSfL", "--max-time", String(timeoutMs / 1000), url],
+      { maxBuffer: 64 * 1024 * 1024 },
+    );
+    return stdout;
   }
 
   /** Removes every box of `executors`, the netns and the data dirs. */

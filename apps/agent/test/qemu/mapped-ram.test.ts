@@ -6,6 +6,7 @@ import { join } from "node:path";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LinuxHostNetwork } from "../../src/net/host-network.ts";
+import { TCG_CODE_BUFFER_MB } from "../../src/vmm/qemu/args.ts";
 import { VMM_MAX_PROCESSES, vmmIdentity } from "../../src/vmm/qemu/confine.ts";
 import { QemuExecutor } from "../../src/vmm/qemu/executor.ts";
 import { boxPaths } from "../../src/vmm/qemu/layout.ts";
@@ -186,6 +187,21 @@ describe.skipIf(missing !== null)("mapped-RAM restores on real QEMU", { timeout:
       expect(r.status, attempt).not.toBe(0);
       expect(r.stderr, attempt).toMatch(/Permission denied|Operation not permitted/);
     }
+  });
+
+  it("a clone's QEMU holds at most TCG_CODE_BUFFER_MB of translated code, not QEMU's default 1 GiB (args.ts)", async () => {
+    if (golden.accel !== "tcg") return expect(golden.accel).toBe("kvm"); // KVM translates nothing
+    const pid = (await readPid(boxPaths(dataDir, "mem-a").pid))!;
+    // QEMU maps its whole code buffer at start: anonymous and executable, split by guard pages.
+    let bytes = 0;
+    for (const line of readFileSync(`/proc/${pid}/maps`, "utf8").split("\n")) {
+      const [range, perms, , , inode, name] = line.split(/\s+/);
+      if (!range || !perms?.includes("x") || inode !== "0" || name) continue;
+      const [from, to] = range.split("-").map((h) => Number.parseInt(h, 16));
+      bytes += to! - from!;
+    }
+    expect(bytes).toBeLessThanOrEqual(TCG_CODE_BUFFER_MB * 1024 * 1024);
+    expect(bytes).toBeGreaterThan((TCG_CODE_BUFFER_MB / 2) * 1024 * 1024);
   });
 
   it("the golden's memory file is never modified by its clones", async () => {

@@ -5,7 +5,13 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { type BoxMetadata, METADATA_SIZE } from "../../src/vmm/executor.ts";
 import { parseTscKhz } from "../../src/vmm/qemu/accel.ts";
-import { kernelCmdline, type LaunchSpec, qemuArgs } from "../../src/vmm/qemu/args.ts";
+import {
+  type Accel,
+  kernelCmdline,
+  type LaunchSpec,
+  qemuArgs,
+  TCG_CODE_BUFFER_MB,
+} from "../../src/vmm/qemu/args.ts";
 import { VMM_UID_BASE, vmmIdentity } from "../../src/vmm/qemu/confine.ts";
 import { boxPaths, goldenBuildPaths } from "../../src/vmm/qemu/layout.ts";
 import { encodeMetadata, encodeShellMetadata, SHELL_METADATA_SIZE } from "../../src/vmm/qemu/metadata.ts";
@@ -144,6 +150,7 @@ describe("parseTscKhz", () => {
 describe("qemuArgs", () => {
   const base: LaunchSpec = {
     accel: "tcg",
+    tcgCodeBufferMb: TCG_CODE_BUFFER_MB,
     tscKhz: 2793436,
     memoryMb: 256,
     vcpu: 1,
@@ -164,6 +171,15 @@ describe("qemuArgs", () => {
     expect(kernelCmdline("tcg", 2793436)).toContain("tsc_early_khz=2793436");
     expect(kernelCmdline("kvm", 2793436)).not.toContain("tsc_early_khz");
     expect(qemuArgs({ ...base, accel: "kvm" }).join(" ")).toContain("-cpu host");
+  });
+
+  it("bounds a TCG guest's translated code (QEMU's default is 1 GiB on top of the guest's RAM)", () => {
+    const accel = (a: Accel) => {
+      const args = qemuArgs({ ...base, accel: a, tcgCodeBufferMb: 96 });
+      return args[args.indexOf("-accel") + 1];
+    };
+    expect(accel("tcg")).toBe("tcg,tb-size=96");
+    expect(accel("kvm")).toBe("kvm");
   });
 
   it("puts user mode's slirp on the pool's golden address, DNS on the network address (cidr.ts), any allowed network", () => {

@@ -28,6 +28,8 @@ export type NetAttachment =
 
 export interface LaunchSpec {
   accel: Accel;
+  /** TCG only: most MiB of translated code QEMU keeps (`tb-size`), TCG_CODE_BUFFER_MB by default. */
+  tcgCodeBufferMb: number;
   /** Host TSC frequency; TCG guests need it (`tsc_early_khz`) or their clock runs wrong. */
   tscKhz: number | null;
   memoryMb: number;
@@ -66,6 +68,14 @@ const SHELL_METADATA_FW_CFG_NAME = "opt/doppio/shell";
 export const DATA_DRIVE_ID = "data";
 /** The RAM block of a file-backed guest: its id is part of the migration stream. */
 const MEMORY_BACKEND_ID = "mem";
+/**
+ * Most memory (MiB) a TCG guest's translated code may take in its QEMU (`tb-size`; when full,
+ * QEMU drops it all and translates again). QEMU's own default is 1 GiB, which any guest can
+ * fill on top of its RAM. `npm run bench:tcg` measures the code template: a cold boot to
+ * code-server and its workbench fill ~430-490 MiB, a restored clone ~156 MiB; 512 MiB never
+ * filled there, 256 made cold boots a little slower and 128 restored clones too.
+ */
+export const TCG_CODE_BUFFER_MB = 512;
 
 export function kernelCmdline(accel: Accel, tscKhz: number | null): string {
   const args = ["console=ttyS0", "quiet", "panic=-1"];
@@ -88,7 +98,7 @@ export function qemuArgs(s: LaunchSpec): string[] {
         ]
       : []),
     "-accel",
-    s.accel,
+    s.accel === "tcg" ? `tcg,tb-size=${s.tcgCodeBufferMb}` : s.accel,
     ...(s.accel === "kvm" ? ["-cpu", "host"] : []),
     "-smp",
     String(s.vcpu),

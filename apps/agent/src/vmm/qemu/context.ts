@@ -18,6 +18,8 @@ export interface QemuContext {
   goldenMemory: "mapped" | "streamed";
   /** Each box's VMM runs as its own unprivileged uid (confine.ts); needs the agent to be root. */
   confineVmms: boolean;
+  /** TCG guests' translated code, at most (MiB; args.ts TCG_CODE_BUFFER_MB). */
+  tcgCodeBufferMb: number;
   resolveAccel(kernel: string, initrd: string): Promise<{ accel: Accel; tscKhz: number | null }>;
   now(): Date;
 }

@@ -15,7 +15,7 @@ import type {
 } from "../executor.ts";
 import { launchWithRelaunch } from "../relaunch.ts";
 import { detectAccel, hostTscKhz } from "./accel.ts";
-import type { Accel } from "./args.ts";
+import { type Accel, TCG_CODE_BUFFER_MB } from "./args.ts";
 import type { QemuContext } from "./context.ts";
 import { createVolume } from "./disks.ts";
 import { QemuError, VmmExitedError } from "./errors.ts";
@@ -74,6 +74,8 @@ export interface QemuExecutorConfig {
    * root (it cannot change uids otherwise); QEMU's seccomp filter applies either way.
    */
   confineVmms?: boolean;
+  /** TCG guests' translated code, at most (MiB); default TCG_CODE_BUFFER_MB (args.ts). */
+  tcgCodeBufferMb?: number;
   qemuBinary?: string;
   log: Logger;
   now?: () => Date;
@@ -129,6 +131,7 @@ export class QemuExecutor implements Executor {
       goldenNet: config.goldenNet,
       goldenMemory: config.goldenMemory ?? "mapped",
       confineVmms: config.confineVmms ?? process.getuid?.() === 0,
+      tcgCodeBufferMb: config.tcgCodeBufferMb ?? TCG_CODE_BUFFER_MB,
       now: config.now ?? (() => new Date()),
       resolveAccel: (kernel, initrd) => {
         this.#accel ??= (async () => {

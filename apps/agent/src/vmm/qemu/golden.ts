@@ -88,6 +88,7 @@ export async function buildGoldenSnapshot(
         qmpSocket: p.qmp,
         args: qemuArgs({
           accel,
+          tcgCodeBufferMb: ctx.tcgCodeBufferMb,
           tscKhz,
           memoryMb: t.memoryMb,
           vcpu: t.vcpu,

@@ -164,6 +164,7 @@ export async function launchBox(
   }
   const args = qemuArgs({
     accel: record.accel,
+    tcgCodeBufferMb: deps.ctx.tcgCodeBufferMb,
     tscKhz: record.tscKhz,
     // A migration stream only loads into a machine with the golden VM's memory size.
     memoryMb: restore ? restore.memoryMb : spec.memoryMb,
