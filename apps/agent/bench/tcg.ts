@@ -10,11 +10,12 @@
  */
 
 import { TCG_CODE_BUFFER_MB } from "../src/vmm/qemu/args.ts";
+import type { QemuExecutor } from "../src/vmm/qemu/executor.ts";
 import { boxPaths } from "../src/vmm/qemu/layout.ts";
 import { readPid } from "../src/vmm/qemu/process.ts";
 import { IMAGE_STORE_DIR } from "../test/images/support.ts";
 import { boxSpec } from "../test/qemu/support.ts";
-import { buildCodeImage, buildGolden, QemuBench, quiet, requireQemuBench } from "./qemu-bench.ts";
+import { buildCodeImage, buildGolden, percentile, QemuBench, quiet, requireQemuBench } from "./qemu-bench.ts";
 import { pssByKind } from "./vmm-memory.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -22,7 +23,7 @@ const SIZES = [...new Set([128, 256, 512, TCG_CODE_BUFFER_MB, 1024])].sort((a, b
 
 requireQemuBench("bench:tcg");
 const bench = new QemuBench("dbxt");
-const executors: ReturnType<QemuBench["executor"]>["ex"][] = [];
+const executors: QemuExecutor[] = [];
 
 interface Run {
   readyMs: number;
@@ -32,10 +33,8 @@ interface Run {
   afterWorkbench: number;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
-
 async function once(
-  box: { ex: (typeof executors)[number]; dataDir: string },
+  box: { ex: QemuExecutor; dataDir: string },
   mode: "clone" | "cold",
   t: { vcpu: number; memoryMb: number },
 ): Promise<Run> {
@@ -85,7 +84,7 @@ try {
       const clones: Run[] = [];
       for (let i = 0; i < RUNS; i++) clones.push(await once(box, "clone", image.template));
       const cold = await once(box, "cold", image.template);
-      const m = (f: (r: Run) => number) => median(clones.map(f));
+      const m = (f: (r: Run) => number) => percentile(clones.map(f), 50);
       rows.push([
         `${mb} MiB${mb === TCG_CODE_BUFFER_MB ? " (ours)" : mb === 1024 ? " (QEMU's)" : ""}`,
         `${(m((r) => r.readyMs) / 1000).toFixed(2)} s`,

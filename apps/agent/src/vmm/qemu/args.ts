@@ -28,7 +28,7 @@ export type NetAttachment =
 
 export interface LaunchSpec {
   accel: Accel;
-  /** TCG only: most MiB of translated code QEMU keeps (`tb-size`), TCG_CODE_BUFFER_MB by default. */
+  /** TCG only: most MiB of translated code QEMU keeps (`tb-size`; the executor's default is TCG_CODE_BUFFER_MB). */
   tcgCodeBufferMb: number;
   /** Host TSC frequency; TCG guests need it (`tsc_early_khz`) or their clock runs wrong. */
   tscKhz: number | null;
